@@ -1,0 +1,107 @@
+# nats_edge.fleet: the two commands are `make demo` and `make test`.
+# Both install what they need on a fresh Debian/Ubuntu machine (as root).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT := $(CURDIR)
+VENV := $(ROOT)/.venv
+CACHE := $(ROOT)/.cache
+COLLECTION_LINK := $(ROOT)/.collections/ansible_collections/nats_edge/fleet
+LAB := $(ROOT)/lab/fleetlab
+DEBIAN_NATS := $(CACHE)/nats-server-debian/usr/sbin/nats-server
+
+export PATH := $(VENV)/bin:$(PATH)
+export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.collections
+export NATS_SERVER_DEBIAN := $(DEBIAN_NATS)
+export PYTHONDONTWRITEBYTECODE := 1
+
+DEMO_LAB := demo
+DEMO_HOSTS := hub-1:hub hub-2:hub hub-3:hub \
+	spoke1-1:spoke1 spoke1-2:spoke1 spoke1-3:spoke1 \
+	spoke2-1:spoke2 spoke2-2:spoke2 spoke2-3:spoke2
+DEMO_PUBLISH := hub-1=127.0.0.1:4222:4222 hub-2=127.0.0.1:4232:4222 hub-3=127.0.0.1:4282:4222 \
+	spoke1-1=127.0.0.1:4242:4222 spoke1-2=127.0.0.1:4252:4222 spoke1-3=127.0.0.1:4292:4222 \
+	spoke2-1=127.0.0.1:4262:4222 spoke2-2=127.0.0.1:4272:4222 spoke2-3=127.0.0.1:4202:4222
+
+.PHONY: help
+help:
+	@echo "make demo      bring up the 9-host lab and converge hub and spokes"
+	@echo "make test      unit, integration and molecule tests (installs what it needs)"
+	@echo "make unit | integration | molecule | lint | build | demo-down | clean"
+
+# --- toolchain -----------------------------------------------------------------
+
+.PHONY: host-deps
+host-deps:
+	@if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip; fi
+
+$(VENV)/.installed: requirements-dev.txt | host-deps
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+.PHONY: venv
+venv: $(VENV)/.installed $(COLLECTION_LINK)
+
+$(COLLECTION_LINK):
+	mkdir -p $(dir $@)
+	ln -sfn ../../.. $@
+
+$(DEBIAN_NATS):
+	@# Debian's nats-server (2.9.10 on bookworm): the oldest server we support.
+	mkdir -p $(CACHE)/deb
+	cd $(CACHE)/deb && (apt-get download nats-server 2>/dev/null || (apt-get update -qq && apt-get download nats-server))
+	dpkg-deb -x $(CACHE)/deb/nats-server_*.deb $(CACHE)/nats-server-debian
+
+.PHONY: lab-ready
+lab-ready: venv
+	$(LAB) setup
+	$(LAB) image
+
+# --- tests -----------------------------------------------------------------
+
+.PHONY: test
+test: unit integration molecule
+
+.PHONY: unit
+unit: venv
+	pytest -q tests/unit
+
+.PHONY: integration
+integration: venv $(DEBIAN_NATS)
+	pytest -q tests/integration
+
+.PHONY: molecule
+molecule: lab-ready
+	molecule test -s default
+	molecule test -s archive
+
+.PHONY: lint
+lint: venv
+	ansible-playbook --syntax-check -i localhost, playbooks/site.yml
+	python3 tests/check_argument_specs.py
+
+.PHONY: build
+build: venv
+	ansible-galaxy collection build --force --output-path $(ROOT)/build
+
+# --- the demo ----------------------------------------------------------------
+
+.PHONY: demo
+demo: lab-ready
+	$(LAB) up --lab $(DEMO_LAB) $(DEMO_HOSTS) $(addprefix --publish ,$(DEMO_PUBLISH)) >/dev/null
+	ansible-playbook -i inventories/lab playbooks/site.yml
+	ansible-playbook -i inventories/lab playbooks/report.yml
+
+.PHONY: demo-down
+demo-down:
+	$(LAB) down --lab $(DEMO_LAB)
+
+.PHONY: clean
+clean: demo-down
+	rm -rf $(ROOT)/build $(ROOT)/.pytest_cache

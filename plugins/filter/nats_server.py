@@ -1,0 +1,130 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters behind the ``nats_server`` role: the server config as data.
+
+Each filter is a thin wrapper over ``plugin_utils._server_config`` that
+turns its ``ConfigError`` into an ``AnsibleFilterError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
+
+
+def _filter(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except sc.ConfigError as exc:
+            raise AnsibleFilterError("nats_server: %s" % exc)
+
+    return wrapper
+
+
+@_filter
+def nats_server_config(settings):
+    return sc.build_config(dict(settings))
+
+
+@_filter
+def nats_server_prune(conf, version):
+    return sc.prune_for_version(conf, version)[0]
+
+
+@_filter
+def nats_server_pruned_keys(conf, version):
+    return sc.prune_for_version(conf, version)[1]
+
+
+@_filter
+def nats_server_restart_fingerprint(conf):
+    return sc.restart_fingerprint(conf)
+
+
+@_filter
+def nats_server_listener_conflicts(conf):
+    return sc.listener_conflicts(conf)
+
+
+@_filter
+def to_nats_conf(conf, header=None):
+    return sc.render(conf, header)
+
+
+@_filter
+def nats_server_arch(ansible_architecture):
+    return sc.upstream_arch(ansible_architecture)
+
+
+@_filter
+def nats_server_version(text):
+    return ".".join(str(part) for part in sc.parse_version(text))
+
+
+@_filter
+def nats_version_compare(left, right):
+    """-1, 0 or 1, comparing two nats-server versions numerically."""
+    a, b = sc.parse_version(left), sc.parse_version(right)
+    return (a > b) - (a < b)
+
+
+@_filter
+def nats_server_profile(memtotal_mb, mounts, store_dir, **limits):
+    return sc.resource_profile(memtotal_mb, mounts, store_dir, **limits)
+
+
+@_filter
+def nats_server_peer_urls(members, hostvars, scheme, port_var, default_port, self_name=None):
+    return sc.peer_urls(members, hostvars, scheme, port_var, default_port, self_name)
+
+
+@_filter
+def nats_server_remote_credentials(remotes, config_dir):
+    """[{src, dest}] for the leaf remotes whose credentials the role pushes."""
+    return [
+        {"src": remote["credentials_src"], "dest": sc.remote_credentials(config_dir, remote, i)}
+        for i, remote in enumerate(remotes or [])
+        if isinstance(remote, dict) and remote.get("credentials_src")
+    ]
+
+
+@_filter
+def nats_timestamp(value):
+    return sc.parse_timestamp(value)
+
+
+@_filter
+def nats_duration_seconds(value, field="duration"):
+    return sc.duration_seconds(value, field)
+
+
+@_filter
+def nats_size(value, field="size"):
+    return sc.parse_size(value, field)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "nats_server_config": nats_server_config,
+            "nats_server_prune": nats_server_prune,
+            "nats_server_pruned_keys": nats_server_pruned_keys,
+            "nats_server_restart_fingerprint": nats_server_restart_fingerprint,
+            "nats_server_listener_conflicts": nats_server_listener_conflicts,
+            "to_nats_conf": to_nats_conf,
+            "nats_server_arch": nats_server_arch,
+            "nats_server_version": nats_server_version,
+            "nats_version_compare": nats_version_compare,
+            "nats_server_profile": nats_server_profile,
+            "nats_server_peer_urls": nats_server_peer_urls,
+            "nats_server_remote_credentials": nats_server_remote_credentials,
+            "nats_timestamp": nats_timestamp,
+            "nats_duration_seconds": nats_duration_seconds,
+            "nats_size": nats_size,
+        }

@@ -1,0 +1,582 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""nats-server configuration as data: build, prune by version, classify, render.
+
+Private to the collection. Pure functions, no Ansible imports, so the whole
+config logic is unit-tested without a host. The ``nats_server`` role calls
+these through the filters in ``plugins/filter/nats_server.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+# Suffixes as nats-server's config parser reads them: a bare letter is
+# decimal, the B / iB forms are binary.
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1024,
+    "ki": 1024,
+    "kib": 1024,
+    "m": 1000**2,
+    "mb": 1024**2,
+    "mi": 1024**2,
+    "mib": 1024**2,
+    "g": 1000**3,
+    "gb": 1024**3,
+    "gi": 1024**3,
+    "gib": 1024**3,
+    "t": 1000**4,
+    "tb": 1024**4,
+    "ti": 1024**4,
+    "tib": 1024**4,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_DURATION_RE = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
+
+# ansible_architecture -> the suffix upstream release archives use.
+ARCHITECTURES = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "armv7l": "arm7",
+    "armv7": "arm7",
+    "armhf": "arm7",
+    "armv6l": "arm6",
+    "armv6": "arm6",
+    "armel": "arm6",
+    "i386": "386",
+    "i686": "386",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+    "mips64le": "mips64le",
+    "mips64": "mips64le",
+    "riscv64": "riscv64",
+}
+
+# Options that appeared after the oldest server we support (2.9): a path into
+# the config and the first version that accepts it. Older servers reject
+# them as unknown fields, so they are dropped for those servers.
+MIN_VERSIONS = {
+    ("jetstream", "sync_interval"): (2, 10, 0),
+    ("jetstream", "max_buffered_msgs"): (2, 11, 0),
+    ("jetstream", "max_buffered_size"): (2, 11, 0),
+    ("jetstream", "request_queue_limit"): (2, 11, 0),
+    ("cluster", "compression"): (2, 10, 0),
+    ("cluster", "pool_size"): (2, 10, 0),
+    ("cluster", "accounts"): (2, 10, 0),
+    ("leafnodes", "compression"): (2, 10, 0),
+    ("leafnodes", "remotes", "*", "compression"): (2, 10, 0),
+    ("leafnodes", "remotes", "*", "first_info_timeout"): (2, 10, 0),
+}
+
+# What a SIGHUP can change (server/reload.go). Everything else in the
+# config needs a restart. A key is reloadable when listed here; a block is
+# reloadable except for the sub-keys not listed under it.
+_RELOADABLE_TOP = {
+    "debug", "trace", "trace_verbose", "logtime", "logtime_utc", "log_file",
+    "syslog", "remote_syslog", "max_traced_msg_len", "tls", "authorization",
+    "accounts", "server_tags", "max_connections", "max_payload",
+    "max_control_line", "ping_interval", "ping_max", "write_deadline",
+    "client_advertise", "pid_file", "ports_file_dir", "connect_error_reports",
+    "reconnect_error_reports",
+}
+_RELOADABLE_IN_BLOCK = {
+    "cluster": {"name", "routes", "permissions", "authorization", "tls",
+                "advertise", "no_advertise", "pool_size", "accounts", "compression"},
+    "leafnodes": {"tls", "compression", "handshake_first"},
+    "mqtt": {"ack_wait", "max_ack_pending", "stream_replicas", "consumer_replicas",
+             "consumer_memory_storage", "consumer_inactive_threshold", "tls"},
+    "websocket": {"tls"},
+    "gateway": {"tls"},
+}
+
+_LISTENERS = (
+    ("client", ("listen",), "nats_server_port"),
+    ("monitoring", ("http",), "nats_server_http_port"),
+    ("cluster", ("cluster", "listen"), "nats_server_cluster_port"),
+    ("leafnodes", ("leafnodes", "listen"), "nats_server_leafnodes_port"),
+    ("gateway", ("gateway", "listen"), "nats_server_extra_config.gateway"),
+    ("mqtt", ("mqtt", "listen"), "nats_server_mqtt"),
+    ("websocket", ("websocket", "listen"), "nats_server_websocket"),
+)
+
+
+class ConfigError(ValueError):
+    """A setting that cannot become a valid nats-server config."""
+
+
+# --------------------------------------------------------------------------
+# values
+
+
+def parse_version(value):
+    """'v2.10.22', 'nats-server: v2.9.10', '2.11.0-RC.1' -> (2, 10, 22)."""
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(value or ""))
+    if not match:
+        raise ConfigError("cannot read a nats-server version from %r" % (value,))
+    return tuple(int(part or 0) for part in match.groups())
+
+
+def parse_size(value, field="size"):
+    """Bytes from an int or a nats-style size string ('512MB', '1G', '2GiB')."""
+    if isinstance(value, bool):
+        raise ConfigError("%s: expected a size, got %r" % (field, value))
+    if isinstance(value, int):
+        if value < -1:
+            raise ConfigError("%s: a size cannot be negative (%r)" % (field, value))
+        return value
+    match = _SIZE_RE.match(str(value))
+    if not match or match.group(2).lower() not in _SIZE_UNITS:
+        raise ConfigError(
+            "%s: %r is not a size; use bytes or a number with K, KB, KiB, M, MB, MiB, G, GB, GiB, T" % (field, value)
+        )
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+
+
+def check_duration(value, field="duration"):
+    """Durations must be strings like '2m' or '1h30m' (an unquoted 2m is read as 2 MB)."""
+    if not isinstance(value, str) or not _DURATION_RE.match(value):
+        raise ConfigError("%s: %r is not a duration; use a string such as '30s', '2m' or '1h30m'" % (field, value))
+    return value
+
+
+def parse_timestamp(value):
+    """Seconds since the epoch from an RFC 3339 time as /varz reports it
+    (nanoseconds and any UTC offset allowed)."""
+    match = re.match(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$",
+                     str(value or "").strip())
+    if not match:
+        raise ConfigError("cannot read a time from %r" % (value,))
+    year, month, day, hour, minute, second = (int(x) for x in match.groups()[:6])
+    fraction = float("0." + match.group(7)) if match.group(7) else 0.0
+    zone = match.group(8)
+    offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    days = _days_from_civil(year, month, day)
+    return days * 86400 + hour * 3600 + minute * 60 + second + fraction - offset
+
+
+def _days_from_civil(year, month, day):
+    # proleptic Gregorian day count from 1970-01-01, exact for any date
+    year -= month <= 2
+    era = year // 400
+    yoe = year - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
+def duration_seconds(value, field="duration"):
+    """Seconds in a Go duration string ('2m', '1h30m', '500ms')."""
+    check_duration(value, field)
+    return sum(float(n) * _DURATION_SECONDS[unit] for n, unit in _DURATION_PART.findall(value))
+
+
+def upstream_arch(ansible_architecture):
+    arch = ARCHITECTURES.get(str(ansible_architecture).lower())
+    if arch is None:
+        raise ConfigError(
+            "no upstream nats-server build for architecture %r (known: %s)"
+            % (ansible_architecture, ", ".join(sorted(set(ARCHITECTURES))))
+        )
+    return arch
+
+
+def deep_merge(base, extra):
+    """Merge ``extra`` into a copy of ``base``: dicts merge, anything else
+    replaces, and ``None`` removes the key (so every option can be unset)."""
+    result = copy.deepcopy(base)
+    for key, value in (extra or {}).items():
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = deep_merge(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+# --------------------------------------------------------------------------
+# resources
+
+
+def resource_profile(memtotal_mb, mounts, store_dir, memory_limit="auto", max_memory_store="auto",
+                     max_file_store="auto", memory_limit_percent=60, memory_store_percent=25,
+                     file_store_percent=50):
+    """Memory and disk limits for this host: explicit values win, ``auto``
+    derives them from the host's RAM and the size of the filesystem holding
+    the store, empty/0 leaves the server's own default.
+
+    Stable across runs on purpose: it reads total sizes, never free space.
+    """
+    memory_bytes = int(memtotal_mb or 0) * 1024 * 1024
+
+    def pick(value, field, percent, total):
+        if value in (None, "", 0, "0", "off", "none"):
+            return None
+        if value == "auto":
+            if not total:
+                return None
+            # whole MiB, so a rounding wobble never changes the config
+            return (total * int(percent) // 100) // (1024 * 1024) * (1024 * 1024)
+        return parse_size(value, field)
+
+    filesystem = _filesystem_of(mounts or [], store_dir)
+    profile = {
+        "gomemlimit": pick(memory_limit, "nats_server_memory_limit", memory_limit_percent, memory_bytes),
+        "max_memory_store": pick(max_memory_store, "nats_server_jetstream_max_memory_store",
+                                 memory_store_percent, memory_bytes),
+        "max_file_store": pick(max_file_store, "nats_server_jetstream_max_file_store",
+                               file_store_percent, (filesystem or {}).get("size_total")),
+    }
+    profile["gomemlimit_env"] = _go_size(profile["gomemlimit"]) if profile["gomemlimit"] else ""
+    return profile
+
+
+def _filesystem_of(mounts, path):
+    best = None
+    for mount in mounts:
+        point = mount.get("mount", "")
+        prefix = point.rstrip("/") + "/"
+        if (path == point or path.startswith(prefix) or point == "/") and mount.get("size_total"):
+            if best is None or len(point) > len(best["mount"]):
+                best = mount
+    return best
+
+
+def _go_size(value):
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if value % size == 0:
+            return "%d%s" % (value // size, unit)
+    return "%dB" % value
+
+
+# --------------------------------------------------------------------------
+# peers
+
+
+def peer_urls(members, hostvars, scheme, port_var, default_port, self_name=None):
+    """URLs of the members of an inventory group, each at its own advertised
+    address and port. Falls back from ``nats_server_advertise_host`` to the
+    default IPv4 fact, ``ansible_host`` and finally the inventory name."""
+    urls = []
+    for name in members or []:
+        if name == self_name:
+            continue
+        hv = hostvars[name] if name in hostvars else {}
+        address = (
+            hv.get("nats_server_advertise_host")
+            or (hv.get("ansible_default_ipv4") or {}).get("address")
+            or hv.get("ansible_host")
+            or name
+        )
+        port = hv.get(port_var) or default_port
+        if ":" in str(address) and not str(address).startswith("["):
+            address = "[%s]" % address
+        urls.append("%s://%s:%s" % (scheme, address, port))
+    return urls
+
+
+# --------------------------------------------------------------------------
+# the config model
+
+
+def build_config(s):
+    """The config model from the role's settings (a dict of its variables
+    without the ``nats_server_`` prefix, plus resolved peers and profile)."""
+    conf = {"server_name": _required(s, "name")}
+    conf["listen"] = "%s:%d" % (s.get("listen_host") or "0.0.0.0", _port(s, "port"))
+    if s.get("http_port"):
+        conf["http"] = "%s:%d" % (s.get("http_host") or "127.0.0.1", _port(s, "http_port"))
+    if s.get("server_tags"):
+        conf["server_tags"] = sorted(str(tag) for tag in s["server_tags"])
+    for key in ("max_payload", "max_connections"):
+        if s.get(key) not in (None, ""):
+            conf[key] = parse_size(s[key], "nats_server_" + key) if key == "max_payload" else int(s[key])
+    if s.get("lame_duck_duration"):
+        conf["lame_duck_duration"] = check_duration(s["lame_duck_duration"], "nats_server_lame_duck_duration")
+    if s.get("lame_duck_grace_period"):
+        conf["lame_duck_grace_period"] = check_duration(s["lame_duck_grace_period"],
+                                                       "nats_server_lame_duck_grace_period")
+    if s.get("debug"):
+        conf["debug"] = True
+    if s.get("trace"):
+        conf["trace"] = True
+
+    if s.get("jetstream_enabled", True):
+        conf["jetstream"] = _jetstream(s)
+
+    if s.get("cluster_group") or s.get("cluster_routes"):
+        cluster = {
+            "name": _required(s, "cluster_name"),
+            "listen": "%s:%d" % (s.get("listen_host") or "0.0.0.0", _port(s, "cluster_port")),
+        }
+        routes = []
+        if s.get("cluster_group"):
+            routes = peer_urls(_group(s, "cluster_group", s["cluster_group"]), s.get("hostvars") or {},
+                               "nats-route", "nats_server_cluster_port", _port(s, "cluster_port"),
+                               s.get("inventory_hostname"))
+        routes += [r for r in s.get("cluster_routes") or [] if r not in routes]
+        if routes:
+            cluster["routes"] = routes
+        conf["cluster"] = cluster
+
+    leafnodes = {}
+    if s.get("leafnodes_port"):
+        leafnodes["listen"] = "%s:%d" % (s.get("listen_host") or "0.0.0.0", _port(s, "leafnodes_port"))
+    remotes = [_remote(s, remote, i) for i, remote in enumerate(s.get("leafnode_remotes") or [])]
+    if remotes:
+        leafnodes["remotes"] = remotes
+    if leafnodes:
+        conf["leafnodes"] = leafnodes
+
+    if s.get("accounts"):
+        conf["accounts"] = copy.deepcopy(s["accounts"])
+    if s.get("system_account"):
+        conf["system_account"] = s["system_account"]
+    if s.get("no_auth_user"):
+        conf["no_auth_user"] = s["no_auth_user"]
+    if s.get("authorization"):
+        conf["authorization"] = copy.deepcopy(s["authorization"])
+    for block in ("mqtt", "websocket"):
+        if s.get(block):
+            conf[block] = copy.deepcopy(s[block])
+
+    return deep_merge(conf, s.get("extra_config") or {})
+
+
+def _jetstream(s):
+    js = {"store_dir": _required(s, "jetstream_store_dir")}
+    if s.get("jetstream_domain"):
+        js["domain"] = s["jetstream_domain"]
+    profile = s.get("profile") or {}
+    for key in ("max_memory_store", "max_file_store"):
+        if profile.get(key):
+            js[key] = profile[key]
+    if s.get("jetstream_unique_tag"):
+        js["unique_tag"] = s["jetstream_unique_tag"]
+    if s.get("jetstream_sync_interval"):
+        js["sync_interval"] = s["jetstream_sync_interval"]
+    return js
+
+
+def _remote(s, remote, index):
+    where = "nats_server_leafnode_remotes[%d]" % index
+    if not isinstance(remote, dict):
+        raise ConfigError("%s: expected a mapping, got %r" % (where, remote))
+    unknown = sorted(set(remote) - _REMOTE_KEYS)
+    if unknown:
+        raise ConfigError("%s: unknown option(s) %s (known: %s)" % (where, ", ".join(unknown),
+                                                                    ", ".join(sorted(_REMOTE_KEYS))))
+    urls = list(remote.get("urls") or ([remote["url"]] if remote.get("url") else []))
+    if remote.get("hub_group"):
+        urls += peer_urls(_group(s, where + ".hub_group", remote["hub_group"]), s.get("hostvars") or {},
+                          remote.get("scheme", "nats-leaf"), "nats_server_leafnodes_port",
+                          remote.get("port", 7422))
+    if not urls:
+        raise ConfigError("%s: no urls (set urls, url or hub_group)" % where)
+    out = {"urls": urls}
+    if remote.get("account"):
+        out["account"] = remote["account"]
+    credentials = remote_credentials(s.get("config_dir", "/etc/nats-server"), remote, index)
+    if credentials:
+        out["credentials"] = credentials
+    for key in ("tls", "deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"):
+        if remote.get(key) not in (None, "", [], {}):
+            out[key] = copy.deepcopy(remote[key])
+    return out
+
+
+_REMOTE_KEYS = {"urls", "url", "hub_group", "scheme", "port", "account", "credentials", "credentials_src",
+                "tls", "deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"}
+
+
+def remote_credentials(config_dir, remote, index):
+    """Where a remote's credentials live on the host: as given, or the
+    file the role pushes from ``credentials_src``."""
+    if remote.get("credentials_src"):
+        return "%s/creds/%s.creds" % (config_dir.rstrip("/"), remote.get("account") or "remote-%d" % index)
+    return remote.get("credentials") or None
+
+
+def _group(s, field, name):
+    groups = s.get("groups") or {}
+    if name not in groups:
+        raise ConfigError("nats_server_%s: group %r is not in the inventory" % (field, name))
+    return groups[name]
+
+
+def _required(s, key):
+    if s.get(key) in (None, ""):
+        raise ConfigError("nats_server_%s must be set" % key)
+    return s[key]
+
+
+def _port(s, key):
+    value = s.get(key)
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError("nats_server_%s: %r is not a port number" % (key, value))
+    if not 0 < port < 65536:
+        raise ConfigError("nats_server_%s: %d is not a port number (1-65535)" % (key, port))
+    return port
+
+
+# --------------------------------------------------------------------------
+# checks on the model
+
+
+def listener_conflicts(conf):
+    """Messages for listeners that share a port on this host."""
+    seen = {}
+    problems = []
+    for name, path, variable in _LISTENERS:
+        value = _get(conf, path)
+        if value is None and len(path) == 2 and isinstance(conf.get(path[0]), dict):
+            port = conf[path[0]].get("port")
+            value = ":%s" % port if port else None
+        if not value:
+            continue
+        port = str(value).rsplit(":", 1)[-1]
+        if port in seen:
+            first = seen[port]
+            problems.append(
+                "port %s is used by both the %s listener (%s) and the %s listener (%s)"
+                % (port, first[0], first[1], name, variable)
+            )
+        else:
+            seen[port] = (name, variable)
+    return problems
+
+
+def prune_for_version(conf, version):
+    """Drop options the given server version does not know. Returns the
+    pruned config and the dotted paths that were dropped."""
+    version = parse_version(version) if not isinstance(version, tuple) else version
+    conf = copy.deepcopy(conf)
+    dropped = []
+    for path, minimum in sorted(MIN_VERSIONS.items()):
+        if version < minimum:
+            _drop(conf, list(path), [], dropped, minimum)
+    return conf, dropped
+
+
+def _drop(node, path, trail, dropped, minimum):
+    head = path[0]
+    if head == "*":
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                _drop(item, path[1:], trail + [str(i)], dropped, minimum)
+        return
+    if not isinstance(node, dict) or head not in node:
+        return
+    if len(path) == 1:
+        del node[head]
+        dropped.append("%s (needs nats-server %s)" % (".".join(trail + [head]), ".".join(map(str, minimum))))
+    else:
+        _drop(node[head], path[1:], trail + [head], dropped, minimum)
+
+
+def restart_fingerprint(conf):
+    """The part of the config a reload cannot change. If it differs between
+    the running and the new config, the server must restart."""
+    fingerprint = {}
+    for key, value in conf.items():
+        if key in _RELOADABLE_TOP:
+            continue
+        if key in _RELOADABLE_IN_BLOCK and isinstance(value, dict):
+            fixed = {k: v for k, v in value.items() if k not in _RELOADABLE_IN_BLOCK[key]}
+            if key == "leafnodes" and "remotes" in fixed:
+                # the server matches remotes ignoring these; changing them reloads
+                fixed["remotes"] = [
+                    {k: v for k, v in r.items() if k not in ("tls", "compression", "handshake_first")}
+                    for r in fixed["remotes"]
+                ]
+            fingerprint[key] = fixed
+        else:
+            fingerprint[key] = value
+    return fingerprint
+
+
+def _get(conf, path):
+    node = conf
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+# --------------------------------------------------------------------------
+# rendering
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def render(conf, header=None):
+    """nats-server config text. Strings are always quoted (so durations and
+    names are never misread as sizes or variables); keys are stable."""
+    lines = []
+    if header:
+        lines.extend("# " + line if line else "#" for line in header.splitlines())
+        lines.append("")
+    for key, value in conf.items():
+        lines.extend(_render_entry(key, value, 0))
+    return "\n".join(lines) + "\n"
+
+
+def _render_entry(key, value, depth):
+    pad = "  " * depth
+    name = key if _BARE_KEY.match(str(key)) else json.dumps(str(key))
+    if isinstance(value, dict):
+        if not value:
+            return ["%s%s {}" % (pad, name)]
+        out = ["%s%s {" % (pad, name)]
+        for k, v in value.items():
+            out.extend(_render_entry(k, v, depth + 1))
+        out.append("%s}" % pad)
+        return out
+    if isinstance(value, list):
+        if not value:
+            return ["%s%s: []" % (pad, name)]
+        out = ["%s%s: [" % (pad, name)]
+        for item in value:
+            out.extend(_render_item(item, depth + 1))
+        out.append("%s]" % pad)
+        return out
+    return ["%s%s: %s" % (pad, name, _scalar(value))]
+
+
+def _render_item(item, depth):
+    pad = "  " * depth
+    if isinstance(item, dict):
+        out = ["%s{" % pad]
+        for k, v in item.items():
+            out.extend(_render_entry(k, v, depth + 1))
+        out.append("%s}" % pad)
+        return out
+    if isinstance(item, list):
+        return ["%s%s" % (pad, json.dumps(item))]
+    return ["%s%s" % (pad, _scalar(item))]
+
+
+def _scalar(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if value is None:
+        raise ConfigError("a config value is empty (None); remove the key instead")
+    return json.dumps(str(value))

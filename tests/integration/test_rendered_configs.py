@@ -1,0 +1,76 @@
+"""Configs built by the role's filters, checked and run by real nats-servers on loopback."""
+
+import subprocess
+
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
+
+from conftest import free_port
+
+
+def model(tmp_path, version, **over):
+    s = {
+        "name": "n1", "inventory_hostname": "n1", "groups": {}, "hostvars": {},
+        "config_dir": str(tmp_path), "listen_host": "127.0.0.1", "port": free_port(),
+        "http_host": "127.0.0.1", "http_port": free_port(), "cluster_port": free_port(),
+        "jetstream_enabled": True, "jetstream_store_dir": str(tmp_path / over.get("name", "n1")),
+        "profile": sc.resource_profile(1024, [{"mount": "/", "size_total": 10 * 1024**3}], "/x"),
+    }
+    s.update(over)
+    conf, dropped = sc.prune_for_version(sc.build_config(s), version)
+    return conf, dropped
+
+
+def check(binary, tmp_path, conf):
+    path = tmp_path / "check.conf"
+    path.write_text(sc.render(conf, header="test"))
+    return subprocess.run([binary, "-t", "-c", str(path)], capture_output=True, text=True)
+
+
+def test_everything_the_role_renders_passes_the_servers_own_check(nats_binary, tmp_path):
+    binary, version = nats_binary
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    conf, dropped = model(
+        tmp_path, version,
+        server_tags=["region:eu", "az:1"], max_payload="2MB", max_connections=1000,
+        lame_duck_duration="30s", lame_duck_grace_period="5s",
+        cluster_group="", cluster_routes=["nats-route://127.0.0.1:1"], cluster_name="c1",
+        leafnodes_port=free_port(), jetstream_domain="hub", jetstream_unique_tag="az:",
+        jetstream_sync_interval="2m",
+        accounts={"$SYS": {"users": [{"user": "sys", "password": "s"}]},
+                  "EDGE": {"jetstream": "enabled", "users": [{"user": "e", "password": "p"}]}},
+        system_account="$SYS",
+        mqtt={"port": free_port()}, websocket={"port": free_port(), "no_tls": True},
+        extra_config={"cluster": {"pool_size": 3, "compression": "s2_auto"}, "ping_interval": "20s"},
+    )
+    result = check(binary, tmp_path, conf)
+    assert result.returncode == 0, result.stderr + result.stdout
+    if version.startswith("2.9."):
+        assert any(d.startswith("jetstream.sync_interval") for d in dropped)
+        assert any(d.startswith("cluster.pool_size") for d in dropped)
+    else:
+        assert dropped == []
+
+
+def test_the_server_rejects_what_the_role_must_catch(nats_binary, tmp_path):
+    binary, version = nats_binary
+    conf, _ = model(tmp_path, version, extra_config={"no_such_option": 1})
+    result = check(binary, tmp_path, conf)
+    assert result.returncode != 0
+    assert "no_such_option" in result.stderr + result.stdout
+
+
+def test_hub_and_leaf_with_their_own_jetstream_domains(nats_binary, tmp_path, start_server):
+    binary, version = nats_binary
+    leaf_port = free_port()
+    hub, _ = model(tmp_path, version, name="hub", jetstream_domain="hub", leafnodes_port=leaf_port)
+    edge, _ = model(tmp_path, version, name="edge", jetstream_domain="edge",
+                    leafnode_remotes=[{"url": "nats-leaf://127.0.0.1:%d" % leaf_port}])
+    hub_server = start_server(binary, sc.render(hub), "hub", int(hub["http"].rsplit(":", 1)[1]))
+    edge_server = start_server(binary, sc.render(edge), "edge", int(edge["http"].rsplit(":", 1)[1]))
+    edge_server.wait(lambda: edge_server.get("leafz")["leafnodes"] == 1)
+    assert hub_server.wait(lambda: hub_server.get("jsz")["config"]["domain"]) == "hub"
+    assert edge_server.get("jsz")["config"]["domain"] == "edge"
+    assert hub_server.wait(lambda: hub_server.get("healthz")["status"] == "ok")
+    varz = edge_server.get("varz")
+    assert varz["jetstream"]["config"]["max_memory"] == 256 * 1024**2

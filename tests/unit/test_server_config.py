@@ -1,0 +1,224 @@
+import pytest
+
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
+
+HOSTVARS = {
+    "hub1": {"ansible_default_ipv4": {"address": "10.0.0.1"}},
+    "hub2": {"ansible_default_ipv4": {"address": "10.0.0.2"}, "nats_server_cluster_port": 6333},
+    "hub3": {"nats_server_advertise_host": "hub3.example.net"},
+    "edge1": {"ansible_host": "192.0.2.7"},
+}
+GROUPS = {"hub": ["hub1", "hub2", "hub3"], "edge": ["edge1"]}
+
+
+def settings(**over):
+    s = {
+        "name": "hub1", "inventory_hostname": "hub1", "groups": GROUPS, "hostvars": HOSTVARS,
+        "config_dir": "/etc/nats-server", "listen_host": "0.0.0.0", "port": 4222,
+        "http_host": "127.0.0.1", "http_port": 8222, "cluster_port": 6222,
+        "jetstream_enabled": True, "jetstream_store_dir": "/var/lib/nats-server",
+    }
+    s.update(over)
+    return s
+
+
+def test_minimal_config_has_listeners_and_jetstream():
+    conf = sc.build_config(settings())
+    assert conf["server_name"] == "hub1"
+    assert conf["listen"] == "0.0.0.0:4222"
+    assert conf["http"] == "127.0.0.1:8222"
+    assert conf["jetstream"] == {"store_dir": "/var/lib/nats-server"}
+    assert "cluster" not in conf and "leafnodes" not in conf
+
+
+def test_cluster_routes_come_from_the_group_at_each_peers_address_and_port():
+    conf = sc.build_config(settings(cluster_group="hub", cluster_name="hub"))
+    assert conf["cluster"]["name"] == "hub"
+    assert conf["cluster"]["listen"] == "0.0.0.0:6222"
+    assert conf["cluster"]["routes"] == ["nats-route://10.0.0.2:6333", "nats-route://hub3.example.net:6222"]
+
+
+def test_unknown_cluster_group_names_the_field():
+    with pytest.raises(sc.ConfigError, match="nats_server_cluster_group: group 'nope'"):
+        sc.build_config(settings(cluster_group="nope", cluster_name="x"))
+
+
+def test_leaf_remote_from_hub_group_with_pushed_credentials():
+    conf = sc.build_config(settings(
+        name="edge1", inventory_hostname="edge1", jetstream_domain="edge",
+        leafnode_remotes=[{"hub_group": "hub", "account": "EDGE", "credentials_src": "files/edge.creds"},
+                          {"url": "nats-leaf://hub.example.net:7422", "credentials": "/x/y.creds"}],
+    ))
+    first, second = conf["leafnodes"]["remotes"]
+    assert first["urls"] == ["nats-leaf://10.0.0.1:7422", "nats-leaf://10.0.0.2:7422",
+                             "nats-leaf://hub3.example.net:7422"]
+    assert first["account"] == "EDGE"
+    assert first["credentials"] == "/etc/nats-server/creds/EDGE.creds"
+    assert second == {"urls": ["nats-leaf://hub.example.net:7422"], "credentials": "/x/y.creds"}
+    assert conf["jetstream"]["domain"] == "edge"
+
+
+def test_leaf_remote_rejects_unknown_option():
+    with pytest.raises(sc.ConfigError, match=r"nats_server_leafnode_remotes\[0\]: unknown option\(s\) acount"):
+        sc.build_config(settings(leafnode_remotes=[{"url": "nats-leaf://h:7422", "acount": "A"}]))
+
+
+def test_leaf_remote_without_urls_is_an_error():
+    with pytest.raises(sc.ConfigError, match=r"remotes\[0\]: no urls"):
+        sc.build_config(settings(leafnode_remotes=[{"account": "A"}]))
+
+
+def test_extra_config_merges_deeply_and_null_removes():
+    conf = sc.build_config(settings(
+        extra_config={"jetstream": {"max_outstanding_catchup": "64MB"}, "http": None, "ping_interval": "20s"}))
+    assert conf["jetstream"]["max_outstanding_catchup"] == "64MB"
+    assert conf["jetstream"]["store_dir"] == "/var/lib/nats-server"
+    assert "http" not in conf
+    assert conf["ping_interval"] == "20s"
+
+
+@pytest.mark.parametrize("value,expected", [
+    (1024, 1024), ("1K", 1000), ("1KB", 1024), ("2GiB", 2 * 1024**3), ("512MB", 512 * 1024**2),
+    ("1.5G", 1500 * 1000**2), (-1, -1),
+])
+def test_sizes_follow_the_server_parser(value, expected):
+    assert sc.parse_size(value) == expected
+
+
+@pytest.mark.parametrize("value", ["lots", "12XB", True, -5])
+def test_bad_sizes_name_the_field(value):
+    with pytest.raises(sc.ConfigError, match="max_file_store"):
+        sc.parse_size(value, "max_file_store")
+
+
+def test_durations_must_be_strings():
+    assert sc.check_duration("1h30m") == "1h30m"
+    assert sc.duration_seconds("1m30s") == 90
+    with pytest.raises(sc.ConfigError, match="lame_duck_duration"):
+        sc.build_config(settings(lame_duck_duration=120))
+
+
+@pytest.mark.parametrize("arch,expected", [
+    ("x86_64", "amd64"), ("aarch64", "arm64"), ("armv7l", "arm7"), ("armv6l", "arm6"), ("s390x", "s390x"),
+])
+def test_architectures_map_to_upstream_builds(arch, expected):
+    assert sc.upstream_arch(arch) == expected
+
+
+def test_unknown_architecture_is_named():
+    with pytest.raises(sc.ConfigError, match="'sparc64'"):
+        sc.upstream_arch("sparc64")
+
+
+def test_versions_parse_from_server_output():
+    assert sc.parse_version("nats-server: v2.9.10") == (2, 9, 10)
+    assert sc.parse_version("2.11.0-RC.1") == (2, 11, 0)
+
+
+def test_old_server_loses_newer_options_and_says_which():
+    conf = sc.build_config(settings(
+        jetstream_sync_interval="2m",
+        leafnodes_port=7422,
+        leafnode_remotes=[{"url": "nats-leaf://h:7422", "compression": "s2_auto"}],
+        extra_config={"jetstream": {"max_buffered_msgs": 10000}, "cluster": {"name": "c", "pool_size": 3}},
+    ))
+    old, dropped = sc.prune_for_version(conf, "2.9.10")
+    assert "sync_interval" not in old["jetstream"] and "max_buffered_msgs" not in old["jetstream"]
+    assert "compression" not in old["leafnodes"]["remotes"][0]
+    assert "pool_size" not in old["cluster"]
+    assert "jetstream.sync_interval (needs nats-server 2.10.0)" in dropped
+    assert "leafnodes.remotes.0.compression (needs nats-server 2.10.0)" in dropped
+    new, dropped_new = sc.prune_for_version(conf, "2.15.1")
+    assert new == conf and dropped_new == []
+    assert "sync_interval" in conf["jetstream"], "pruning must not touch the input"
+
+
+def test_restart_fingerprint_ignores_reloadable_settings():
+    base = sc.build_config(settings(cluster_group="hub", cluster_name="hub", leafnodes_port=7422))
+    fp = sc.restart_fingerprint(base)
+    for reloadable in ({"debug": True}, {"server_tags": ["az:1"]}, {"accounts": {"A": {}}},
+                       {"cluster": {"routes": ["nats-route://x:6222"]}}, {"max_payload": 2048},
+                       {"leafnodes": {"tls": {"ca_file": "/ca.pem"}}}):
+        assert sc.restart_fingerprint(sc.deep_merge(base, reloadable)) == fp, reloadable
+    for restart in ({"server_name": "other"}, {"listen": "0.0.0.0:4223"}, {"jetstream": {"domain": "x"}},
+                    {"cluster": {"listen": "0.0.0.0:6223"}}, {"http": "127.0.0.1:8223"},
+                    {"leafnodes": {"remotes": [{"urls": ["nats-leaf://h:7422"]}]}},
+                    {"system_account": "SYS"}, {"lame_duck_duration": "30s"}):
+        assert sc.restart_fingerprint(sc.deep_merge(base, restart)) != fp, restart
+
+
+def test_leaf_remote_tls_change_reloads_but_url_change_restarts():
+    conf = {"leafnodes": {"remotes": [{"urls": ["nats-leaf://a:7422"], "tls": {"ca_file": "/1"}}]}}
+    tls = {"leafnodes": {"remotes": [{"urls": ["nats-leaf://a:7422"], "tls": {"ca_file": "/2"}}]}}
+    url = {"leafnodes": {"remotes": [{"urls": ["nats-leaf://b:7422"], "tls": {"ca_file": "/1"}}]}}
+    assert sc.restart_fingerprint(conf) == sc.restart_fingerprint(tls)
+    assert sc.restart_fingerprint(conf) != sc.restart_fingerprint(url)
+
+
+def test_two_listeners_on_one_port_are_reported_with_their_variables():
+    conf = sc.build_config(settings(cluster_group="hub", cluster_name="hub", cluster_port=4222))
+    problems = sc.listener_conflicts(conf)
+    assert problems == ["port 4222 is used by both the client listener (nats_server_port) "
+                        "and the cluster listener (nats_server_cluster_port)"]
+    assert sc.listener_conflicts(sc.build_config(settings())) == []
+
+
+def test_mqtt_port_conflict_is_found_in_its_block():
+    conf = sc.build_config(settings(mqtt={"port": 8222}))
+    assert "monitoring listener" in sc.listener_conflicts(conf)[0]
+
+
+def test_bad_port_is_named():
+    with pytest.raises(sc.ConfigError, match="nats_server_port: 70000"):
+        sc.build_config(settings(port=70000))
+
+
+MOUNTS = [
+    {"mount": "/", "size_total": 8 * 1024**3},
+    {"mount": "/var/lib", "size_total": 100 * 1024**3},
+    {"mount": "/var/lib/nats-serverX", "size_total": 1},
+]
+
+
+def test_auto_profile_derives_from_ram_and_the_store_filesystem():
+    p = sc.resource_profile(1024, MOUNTS, "/var/lib/nats-server")
+    assert p["gomemlimit"] == 614 * 1024**2 and p["gomemlimit_env"] == "614MiB"
+    assert p["max_memory_store"] == 256 * 1024**2
+    assert p["max_file_store"] == 50 * 1024**3
+
+
+def test_explicit_and_disabled_limits_win_over_auto():
+    p = sc.resource_profile(1024, MOUNTS, "/srv/js", memory_limit="300MiB", max_memory_store="",
+                            max_file_store="2G")
+    assert p["gomemlimit_env"] == "300MiB"
+    assert p["max_memory_store"] is None
+    assert p["max_file_store"] == 2 * 1000**3
+
+
+def test_profile_lands_in_the_jetstream_block():
+    profile = sc.resource_profile(512, MOUNTS, "/var/lib/nats-server")
+    conf = sc.build_config(settings(profile=profile))
+    assert conf["jetstream"]["max_memory_store"] == 128 * 1024**2
+    assert conf["jetstream"]["max_file_store"] == 50 * 1024**3
+
+
+def test_render_quotes_strings_and_keys_that_need_it():
+    text = sc.render({
+        "server_name": "hub1", "port": 4222, "jetstream": {"domain": "hub", "max_file_store": 1024},
+        "accounts": {"$SYS": {"users": [{"user": "sys", "password": "p\"w"}]}, "A": {"jetstream": True}},
+        "server_tags": ["az:1"], "lame_duck_duration": "2m", "x": [],
+    }, header="managed")
+    assert text.startswith("# managed\n")
+    assert 'server_name: "hub1"' in text
+    assert "port: 4222" in text
+    assert '"$SYS" {' in text
+    assert '"password": "p\\"w"' not in text and 'password: "p\\"w"' in text
+    assert 'lame_duck_duration: "2m"' in text
+    assert "jetstream: true" in text
+    assert "x: []" in text
+
+
+def test_timestamps_with_nanoseconds_and_offsets():
+    assert sc.parse_timestamp("1970-01-01T00:00:01.5Z") == 1.5
+    assert sc.parse_timestamp("2026-11-22T18:00:00+01:00") == sc.parse_timestamp("2026-11-22T17:00:00Z")
+    assert sc.parse_timestamp("2000-03-01T00:00:00Z") == 951868800
