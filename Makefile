@@ -83,8 +83,8 @@ molecule: lab-ready
 
 .PHONY: lint
 lint: venv
-	ansible-playbook --syntax-check -i localhost, playbooks/site.yml
-	python3 tests/check_argument_specs.py
+	ansible-playbook --syntax-check -i inventories/lab playbooks/site.yml playbooks/report.yml
+	pytest -q tests/unit/test_argument_specs.py
 
 .PHONY: build
 build: venv
