@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Connection options shared by every NATS module."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment(object):
+    DOCUMENTATION = r"""
+options:
+  servers:
+    description:
+      - NATS server URLs to connect to (the first that answers is used).
+      - Defaults to the comma-separated E(NATS_URL), then C(nats://127.0.0.1:4222).
+    type: list
+    elements: str
+    aliases: [server]
+  creds:
+    description: Credentials file (JWT and seed) of the user to connect as. Defaults to E(NATS_CREDS).
+    type: path
+  nkey_seed:
+    description: File holding the NKey seed of the user to connect as. Defaults to E(NATS_NKEY).
+    type: path
+  user:
+    description: User name for user/password authentication. Defaults to E(NATS_USER).
+    type: str
+  password:
+    description: Password for O(user). Defaults to E(NATS_PASSWORD).
+    type: str
+  token:
+    description: Authentication token. Defaults to E(NATS_TOKEN).
+    type: str
+  tls_ca:
+    description: CA certificate file to verify the server with. Defaults to E(NATS_CA).
+    type: path
+  tls_cert:
+    description: Client certificate file. Defaults to E(NATS_CERT).
+    type: path
+  tls_key:
+    description: Key of O(tls_cert). Defaults to E(NATS_KEY).
+    type: path
+  timeout:
+    description: Seconds to wait for the connection and for each reply. Defaults to E(NATS_TIMEOUT).
+    type: float
+    default: 5.0
+requirements:
+  - nats-py (Python library on the host the module runs on, usually the controller)
+notes:
+  - Set these once for every NATS module with C(module_defaults) and the action group
+    C(group/nats_edge.fleet.nats).
+  - One connection per module run, without reconnects; it is drained when the run ends.
+"""
+
+    JETSTREAM = r"""
+options:
+  domain:
+    description:
+      - JetStream domain to manage the resource in; the API becomes C($JS.<domain>.API).
+      - Mutually exclusive with O(api_prefix).
+    type: str
+  api_prefix:
+    description:
+      - JetStream API prefix to use instead, for an API imported from another account
+        (for example C(JS.test@hub.API)).
+    type: str
+"""

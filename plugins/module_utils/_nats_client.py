@@ -1,0 +1,275 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one NATS client of the collection's modules. Private to the collection.
+
+Modules never see a coroutine: each module run owns one event loop and one
+connection (explicit timeout, no reconnect), makes synchronous requests
+through this facade, and the connection is drained when the run ends.
+nats-py is imported lazily, so a missing library is a clear module failure,
+not an import error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+
+try:
+    import asyncio
+except ImportError:  # pragma: no cover - every supported Python has it
+    asyncio = None
+
+NATS_PY = "nats-py"
+_IMPORT_ERROR = None
+try:
+    import nats
+    from nats import errors as nats_errors
+except ImportError:  # pragma: no cover - exercised by the missing-library test
+    nats = None
+    nats_errors = None
+    _IMPORT_ERROR = traceback.format_exc()
+
+
+def _servers_fallback():
+    value = env_fallback("NATS_URL")
+    return [server.strip() for server in value.split(",") if server.strip()]
+
+
+CONNECTION_ARGSPEC = dict(
+    servers=dict(type="list", elements="str", fallback=(_servers_fallback,), aliases=["server"]),
+    creds=dict(type="path", fallback=(env_fallback, ["NATS_CREDS"])),
+    nkey_seed=dict(type="path", fallback=(env_fallback, ["NATS_NKEY"])),
+    user=dict(type="str", fallback=(env_fallback, ["NATS_USER"])),
+    password=dict(type="str", no_log=True, fallback=(env_fallback, ["NATS_PASSWORD"])),
+    token=dict(type="str", no_log=True, fallback=(env_fallback, ["NATS_TOKEN"])),
+    tls_ca=dict(type="path", fallback=(env_fallback, ["NATS_CA"])),
+    tls_cert=dict(type="path", fallback=(env_fallback, ["NATS_CERT"])),
+    tls_key=dict(type="path", no_log=False, fallback=(env_fallback, ["NATS_KEY"])),
+    timeout=dict(type="float", default=5.0, fallback=(env_fallback, ["NATS_TIMEOUT"])),
+)
+
+JETSTREAM_ARGSPEC = dict(
+    domain=dict(type="str"),
+    api_prefix=dict(type="str"),
+)
+
+
+class NatsClientError(Exception):
+    """Connection, timeout or protocol trouble, worded for the user."""
+
+
+class JetStreamError(NatsClientError):
+    """An error reply of the JetStream API."""
+
+    def __init__(self, subject, code, err_code, description):
+        self.subject = subject
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+        super(JetStreamError, self).__init__("%s (%s %s, on %s)" % (description, code, err_code, subject))
+
+
+def nats_module(argument_spec, jetstream=True, **kwargs):
+    """An AnsibleModule with the shared connection options merged in."""
+    spec = dict(CONNECTION_ARGSPEC)
+    if jetstream:
+        spec.update(JETSTREAM_ARGSPEC)
+    spec.update(argument_spec)
+    mutually_exclusive = list(kwargs.pop("mutually_exclusive", []))
+    mutually_exclusive += [["creds", "nkey_seed", "user", "token"], ["domain", "api_prefix"]] if jetstream else [
+        ["creds", "nkey_seed", "user", "token"]]
+    return AnsibleModule(argument_spec=spec, mutually_exclusive=mutually_exclusive, **kwargs)
+
+
+def require_nats_py(module):
+    if nats is None:
+        module.fail_json(msg=missing_required_lib(NATS_PY), exception=_IMPORT_ERROR)
+
+
+class NatsClient(object):
+    """One connection for one module run. Use as a context manager."""
+
+    def __init__(self, params):
+        self.params = params
+        self.timeout = float(params.get("timeout") or 5.0)
+        self.servers = params.get("servers") or ["nats://127.0.0.1:4222"]
+        self._loop = None
+        self._nc = None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def __enter__(self):
+        if nats is None:
+            raise NatsClientError(missing_required_lib(NATS_PY))
+        self._loop = asyncio.new_event_loop()
+        try:
+            self._nc = self._run(self._connect())
+        except Exception:
+            self._loop.close()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if self._nc is not None and not self._nc.is_closed:
+                self._run(self._nc.drain())
+        except Exception:
+            pass  # the work is done; a failed drain changes nothing for the user
+        finally:
+            self._loop.close()
+        return False
+
+    def _run(self, coro):
+        return self._loop.run_until_complete(coro)
+
+    async def _connect(self):
+        p = self.params
+        options = dict(
+            servers=self.servers,
+            connect_timeout=self.timeout,
+            allow_reconnect=False,
+            max_reconnect_attempts=0,
+            name="ansible nats_edge.fleet",
+        )
+        if p.get("creds"):
+            _readable(p["creds"], "creds")
+            options["user_credentials"] = p["creds"]
+        if p.get("nkey_seed"):
+            _readable(p["nkey_seed"], "nkey_seed")
+            options["nkeys_seed"] = p["nkey_seed"]
+        if p.get("user"):
+            options["user"] = p["user"]
+            options["password"] = p.get("password") or ""
+        if p.get("token"):
+            options["token"] = p["token"]
+        if p.get("tls_ca") or p.get("tls_cert"):
+            context = ssl.create_default_context(cafile=p.get("tls_ca"))
+            if p.get("tls_cert"):
+                context.load_cert_chain(p["tls_cert"], p.get("tls_key"))
+            options["tls"] = context
+
+        async def quiet(_exc):
+            return None
+
+        options["error_cb"] = quiet
+        try:
+            return await asyncio.wait_for(nats.connect(**options), self.timeout + 1)
+        except (asyncio.TimeoutError, nats_errors.NoServersError, OSError) as exc:
+            raise NatsClientError("cannot connect to %s: %s" % (", ".join(self.servers), _describe(exc)))
+        except Exception as exc:
+            raise NatsClientError("cannot connect to %s: %s" % (", ".join(self.servers), _describe(exc)))
+
+    # -- requests --------------------------------------------------------------
+
+    def request(self, subject, data=b"", timeout=None):
+        """Reply payload of one request."""
+        return self._run(self._request(subject, data, timeout or self.timeout))
+
+    async def _request(self, subject, data, timeout):
+        try:
+            msg = await self._nc.request(subject, data, timeout=timeout)
+        except nats_errors.NoRespondersError:
+            raise NatsClientError("nothing answers on %s" % subject)
+        except (nats_errors.TimeoutError, asyncio.TimeoutError):
+            raise NatsClientError("no reply on %s within %ss" % (subject, timeout))
+        return msg.data
+
+    def request_json(self, subject, body=None, timeout=None):
+        data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        raw = self.request(subject, data, timeout)
+        try:
+            return json.loads(raw.decode() or "{}")
+        except ValueError:
+            raise NatsClientError("reply on %s is not JSON: %r" % (subject, raw[:200]))
+
+    def gather(self, subject, data=b"", timeout=None, expect=None):
+        """Every reply to one request until ``expect`` replies arrived or the
+        time is up: for requests many servers answer."""
+        return self._run(self._gather(subject, data, timeout or self.timeout, expect))
+
+    async def _gather(self, subject, data, timeout, expect):
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        replies = []
+        try:
+            await self._nc.publish(subject, data, reply=inbox)
+            deadline = self._loop.time() + timeout
+            while expect is None or len(replies) < expect:
+                left = deadline - self._loop.time()
+                if left <= 0:
+                    break
+                try:
+                    msg = await sub.next_msg(timeout=left)
+                except (nats_errors.TimeoutError, asyncio.TimeoutError):
+                    break
+                replies.append(msg.data)
+        finally:
+            await sub.unsubscribe()
+        return replies
+
+    def publish(self, subject, data=b"", headers=None):
+        self._run(self._nc.publish(subject, data, headers=headers))
+
+    def flush(self):
+        self._run(self._nc.flush(timeout=self.timeout))
+
+
+class JetStream(object):
+    """The JetStream API of one domain or import prefix, with a log of the
+    requests a run made (or, in check mode, would make)."""
+
+    def __init__(self, client, domain=None, api_prefix=None):
+        self.client = client
+        self.domain = domain
+        if api_prefix:
+            self.prefix = api_prefix.rstrip(".")
+        elif domain:
+            self.prefix = "$JS.%s.API" % domain
+        else:
+            self.prefix = "$JS.API"
+        self.actions = []
+
+    def where(self):
+        return "in domain %r" % self.domain if self.domain else (
+            "through %s" % self.prefix if self.prefix != "$JS.API" else "in the local domain")
+
+    def call(self, name, body=None, timeout=None):
+        """Send one API request and return its reply; error replies raise."""
+        subject = "%s.%s" % (self.prefix, name)
+        try:
+            reply = self.client.request_json(subject, body, timeout)
+        except NatsClientError as exc:
+            if "nothing answers" in str(exc):
+                raise NatsClientError("no JetStream answers on %s (%s): check domain / api_prefix and that "
+                                      "JetStream is enabled for the account" % (subject, self.where()))
+            raise
+        error = reply.get("error")
+        if error:
+            raise JetStreamError(subject, error.get("code"), error.get("err_code"), error.get("description", ""))
+        return reply
+
+    def change(self, name, body, check_mode):
+        """A request that changes something: logged always, sent unless in check mode."""
+        self.actions.append({"subject": "%s.%s" % (self.prefix, name), "body": body})
+        if check_mode:
+            return None
+        return self.call(name, body)
+
+
+def _readable(path, option):
+    if not os.path.isfile(path):
+        raise NatsClientError("%s: %s does not exist" % (option, path))
+    if not os.access(path, os.R_OK):
+        raise NatsClientError("%s: %s is not readable" % (option, path))
+
+
+def _describe(exc):
+    text = str(exc) or exc.__class__.__name__
+    if isinstance(exc, asyncio.TimeoutError):
+        return "timed out"
+    return text
