@@ -30,7 +30,7 @@ DEMO_PUBLISH := hub-1=127.0.0.1:4222:4222 hub-2=127.0.0.1:4232:4222 hub-3=127.0.
 help:
 	@echo "make demo      bring up the 9-host lab and converge hub and spokes"
 	@echo "make test      unit, integration and molecule tests (installs what it needs)"
-	@echo "make unit | integration | molecule | lint | build | demo-down | clean"
+	@echo "make unit | integration | molecule | bench | lint | build | demo-down | clean"
 
 # --- toolchain -----------------------------------------------------------------
 
@@ -80,6 +80,10 @@ integration: venv $(DEBIAN_NATS)
 molecule: lab-ready
 	molecule test -s default
 	molecule test -s archive
+
+.PHONY: bench
+bench: venv
+	python3 bench/bench_streams.py
 
 .PHONY: lint
 lint: venv

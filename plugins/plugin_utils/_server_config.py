@@ -14,29 +14,8 @@ import copy
 import json
 import re
 
-# Suffixes as nats-server's config parser reads them: a bare letter is
-# decimal, the B / iB forms are binary.
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "kb": 1024,
-    "ki": 1024,
-    "kib": 1024,
-    "m": 1000**2,
-    "mb": 1024**2,
-    "mi": 1024**2,
-    "mib": 1024**2,
-    "g": 1000**3,
-    "gb": 1024**3,
-    "gi": 1024**3,
-    "gib": 1024**3,
-    "t": 1000**4,
-    "tb": 1024**4,
-    "ti": 1024**4,
-    "tib": 1024**4,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _units
+
 _DURATION_RE = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 
 # ansible_architecture -> the suffix upstream release archives use.
@@ -126,18 +105,10 @@ def parse_version(value):
 
 def parse_size(value, field="size"):
     """Bytes from an int or a nats-style size string ('512MB', '1G', '2GiB')."""
-    if isinstance(value, bool):
-        raise ConfigError("%s: expected a size, got %r" % (field, value))
-    if isinstance(value, int):
-        if value < -1:
-            raise ConfigError("%s: a size cannot be negative (%r)" % (field, value))
-        return value
-    match = _SIZE_RE.match(str(value))
-    if not match or match.group(2).lower() not in _SIZE_UNITS:
-        raise ConfigError(
-            "%s: %r is not a size; use bytes or a number with K, KB, KiB, M, MB, MiB, G, GB, GiB, T" % (field, value)
-        )
-    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    try:
+        return _units.size_bytes(value)
+    except ValueError as exc:
+        raise ConfigError("%s: %s" % (field, exc))
 
 
 def check_duration(value, field="duration"):
@@ -158,18 +129,8 @@ def parse_timestamp(value):
     fraction = float("0." + match.group(7)) if match.group(7) else 0.0
     zone = match.group(8)
     offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
-    days = _days_from_civil(year, month, day)
+    days = _units._days_from_civil(year, month, day)
     return days * 86400 + hour * 3600 + minute * 60 + second + fraction - offset
-
-
-def _days_from_civil(year, month, day):
-    # proleptic Gregorian day count from 1970-01-01, exact for any date
-    year -= month <= 2
-    era = year // 400
-    yoe = year - era * 400
-    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")

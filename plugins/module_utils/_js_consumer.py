@@ -1,0 +1,451 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Durable JetStream consumers as data. Private to the collection.
+
+Options to API config and back, the update rules of nats-server per version,
+and the plan of one run (create, update, recreate, delete or nothing). No I/O:
+the module fetches, this decides, the module sends.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import differences
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
+    canonical_time, check_name as check_token, check_subject, duration_ns, format_duration, size_bytes,
+    subjects_collide)
+
+PULL, PUSH = "pull", "push"
+V2_10, V2_14 = (2, 10), (2, 14)
+SERVER_METADATA_PREFIX = "_nats."
+
+DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
+ACK_POLICIES = ("explicit", "all", "none")
+REPLAY_POLICIES = ("instant", "original")
+
+# Measured: $JS.API.INFO answers api.level 3 on 2.12.8, 4 on 2.14.6, 5 on 2.15.x; none before 2.11.
+_API_LEVEL_VERSIONS = {1: (2, 11), 2: (2, 12), 3: (2, 12)}
+
+
+class ConsumerInputError(ValueError):
+    """Input the server would refuse or misread; ``field`` names the option."""
+
+    def __init__(self, field, message):
+        self.field = field
+        super(ConsumerInputError, self).__init__("%s: %s" % (field, message) if field else message)
+
+
+class ImmutableChange(ValueError):
+    """Changes the server does not apply to an existing consumer."""
+
+    def __init__(self, reasons, changed=()):
+        self.reasons = reasons
+        self.fields = sorted(reasons)
+        self.changed = sorted(changed or reasons)
+        super(ImmutableChange, self).__init__("; ".join("%s: %s" % (f, reasons[f]) for f in self.fields))
+
+
+class Field(object):
+    """One consumer option, named as in the API."""
+
+    def __init__(self, name, kind, mode=None, since=None, immutable=False, choices=None):
+        self.name = name
+        self.kind = kind
+        self.mode = mode
+        self.since = since
+        self.immutable = immutable
+        self.choices = choices
+
+    def zero(self):
+        return {"str": "", "int": 0, "bool": False, "duration": 0, "size": 0, "percent": 0, "time": "",
+                "durations": [], "subjects": [], "metadata": {}, "choice": ""}[self.kind]
+
+    def from_user(self, value):
+        """The canonical (API) value of what the user wrote."""
+        try:
+            if self.kind == "duration":
+                return _positive(duration_ns(value))
+            if self.kind == "durations":
+                return [_positive(duration_ns(item)) for item in value]
+            if self.kind == "size":
+                return size_bytes(value, minimum=0)
+            if self.kind == "time":
+                return canonical_time(value)
+            if self.kind == "percent":
+                return _percent(value)
+            if self.kind == "metadata":
+                return dict((str(k), str(v)) for k, v in value.items())
+            if self.kind == "choice":
+                return str(value).lower()
+        except ValueError as exc:
+            raise ConsumerInputError(self.name, str(exc))
+        return value
+
+    def from_api(self, value):
+        """The canonical value of what the server reports (absent means the zero value)."""
+        if value is None:
+            return self.zero()
+        if self.kind == "time":
+            return canonical_time(value) if value else ""
+        if self.kind == "percent":
+            return _percent(value) if value != "" else 0
+        if self.kind == "metadata":
+            return dict((k, v) for k, v in value.items() if not k.startswith(SERVER_METADATA_PREFIX))
+        return value
+
+    def to_api(self, value):
+        if self.kind == "percent":
+            return "%d%%" % value
+        return copy.deepcopy(value)
+
+    def display(self, value):
+        """A canonical value as a user would write it (durations as text), for diffs."""
+        if self.kind == "duration":
+            return format_duration(value) if value else value
+        if self.kind == "durations":
+            return [format_duration(v) for v in value or []]
+        if self.kind == "percent":
+            return "%d%%" % value if value else value
+        return value
+
+
+FIELDS = [
+    Field("description", "str"),
+    Field("deliver_policy", "choice", immutable=True, choices=DELIVER_POLICIES),
+    Field("opt_start_seq", "int", immutable=True),
+    Field("opt_start_time", "time", immutable=True),
+    Field("ack_policy", "choice", immutable=True, choices=ACK_POLICIES),
+    Field("ack_wait", "duration"),
+    Field("max_deliver", "int"),
+    Field("backoff", "durations"),
+    Field("filter_subjects", "subjects"),
+    Field("replay_policy", "choice", immutable=True, choices=REPLAY_POLICIES),
+    Field("sample_freq", "percent"),
+    Field("max_ack_pending", "int"),
+    Field("inactive_threshold", "duration"),
+    Field("headers_only", "bool"),
+    Field("num_replicas", "int"),
+    Field("mem_storage", "bool", immutable=lambda version: version >= V2_14),
+    Field("metadata", "metadata", since=V2_10),
+    Field("max_waiting", "int", mode=PULL, immutable=True),
+    Field("max_batch", "int", mode=PULL),
+    Field("max_expires", "duration", mode=PULL),
+    Field("max_bytes", "size", mode=PULL),
+    Field("deliver_subject", "str", mode=PUSH),
+    Field("deliver_group", "str", mode=PUSH),
+    Field("flow_control", "bool", mode=PUSH, immutable=True),
+    Field("idle_heartbeat", "duration", mode=PUSH, immutable=True),
+    Field("rate_limit_bps", "int", mode=PUSH),
+]
+BY_NAME = dict((f.name, f) for f in FIELDS)
+_START = {"by_start_sequence": "opt_start_seq", "by_start_time": "opt_start_time"}
+
+
+def _positive(nanos):
+    if nanos <= 0:
+        raise ValueError("a duration of 0 is not allowed here (leave the option unset for the server default)")
+    return nanos
+
+
+def _percent(value):
+    text = str(value).strip().rstrip("%").strip()
+    if not text.isdigit() or int(text) > 100:
+        raise ValueError("%r is not a percentage from 0 to 100" % (value,))
+    return int(text)
+
+
+# -- names, versions ------------------------------------------------------------------------------
+
+
+def check_name(kind, name):
+    """Stream and consumer names become API subject tokens: no dots, wildcards or spaces."""
+    try:
+        check_token(name)
+    except ValueError as exc:
+        raise ConsumerInputError(kind, str(exc))
+    if len(name) > 255:
+        raise ConsumerInputError(kind, "%r is longer than 255 characters" % name)
+
+
+def parse_version(text):
+    numbers = re.findall(r"\d+", str(text or ""))
+    return tuple(int(n) for n in numbers[:3]) if len(numbers) >= 2 else None
+
+
+def domain_version(account_info=None, *configs):
+    """The lowest (major, minor[, patch]) the JetStream servers of a domain surely run.
+
+    2.11 and newer stamp ``_nats.ver`` into the metadata of what they store and
+    report ``api.level``; 2.10 added stream compression and consumer limits to
+    every stream config, and only 2.10 and newer keep metadata or several
+    filters; 2.9 has none of these.
+    """
+    found = []
+    level = ((account_info or {}).get("api") or {}).get("level")
+    if isinstance(level, int) and level > 0:
+        found.append(_API_LEVEL_VERSIONS.get(level, (2, 10 + level)))
+    for config in configs:
+        config = config or {}
+        stamped = parse_version((config.get("metadata") or {}).get(SERVER_METADATA_PREFIX + "ver"))
+        if stamped:
+            found.append(stamped)
+        if "compression" in config or "consumer_limits" in config or config.get("filter_subjects") or any(
+                not key.startswith(SERVER_METADATA_PREFIX) for key in config.get("metadata") or {}):
+            found.append(V2_10)
+    return max(found) if found else (2, 9)
+
+
+def version_text(version):
+    return ".".join(str(n) for n in version[:2])
+
+
+# -- desired and actual ---------------------------------------------------------------------------
+
+
+def desired_config(params):
+    """The config fields the user set, canonical; raises ConsumerInputError naming the option."""
+    desired = {}
+    for field in FIELDS:
+        if field.name == "filter_subjects":
+            continue
+        value = params.get(field.name)
+        if value is None:
+            continue
+        value = field.from_user(value)
+        if field.choices and value not in field.choices:
+            raise ConsumerInputError(field.name, "%r is not one of %s" % (value, ", ".join(field.choices)))
+        desired[field.name] = value
+    if params.get("filter_subject") is not None and params.get("filter_subjects") is not None:
+        raise ConsumerInputError("filter_subject", "set filter_subject or filter_subjects, not both")
+    if params.get("filter_subject") is not None:
+        desired["filter_subjects"] = [params["filter_subject"]] if params["filter_subject"] else []
+    elif params.get("filter_subjects") is not None:
+        subjects = [s for s in params["filter_subjects"] if s]
+        if len(set(subjects)) != len(subjects):
+            raise ConsumerInputError("filter_subjects", "lists a subject twice")
+        desired["filter_subjects"] = subjects
+    for subject in desired.get("filter_subjects", []):
+        try:
+            check_subject(subject)
+        except ValueError as exc:
+            option = "filter_subject" if params.get("filter_subject") is not None else "filter_subjects"
+            raise ConsumerInputError(option, str(exc))
+    for name in ("max_deliver", "max_ack_pending"):
+        if desired.get(name) is not None and desired[name] != -1 and desired[name] < 1:
+            raise ConsumerInputError(name, "%r is not allowed (use -1 for unlimited)" % desired[name])
+    if desired.get("max_waiting") is not None and desired["max_waiting"] < 1:
+        raise ConsumerInputError("max_waiting", "must be at least 1")
+    for name in ("max_batch", "rate_limit_bps", "num_replicas", "opt_start_seq"):
+        if desired.get(name) is not None and desired[name] < 0:
+            raise ConsumerInputError(name, "%r is negative" % desired[name])
+    return desired
+
+
+def actual_config(config):
+    """The server's config in the same canonical form as ``desired_config``."""
+    config = config or {}
+    actual = {}
+    for field in FIELDS:
+        if field.name == "filter_subjects":
+            subjects = list(config.get("filter_subjects") or [])
+            if config.get("filter_subject"):
+                subjects.insert(0, config["filter_subject"])
+            actual["filter_subjects"] = subjects
+        else:
+            actual[field.name] = field.from_api(config.get(field.name))
+    return actual
+
+
+def mode_of(config):
+    return PUSH if config.get("deliver_subject") else PULL
+
+
+def merged_config(name, desired, current=None):
+    """The full API config to send: the current one with what the user set on top.
+
+    Fields the user did not set keep their value. Settings a changed deliver
+    policy or consumer kind no longer allows are dropped, and server-stamped
+    metadata is left for the server to stamp again.
+    """
+    config = copy.deepcopy(current or {})
+    config.pop("metadata", None)
+    if current and current.get("metadata"):
+        kept = BY_NAME["metadata"].from_api(current["metadata"])
+        if kept:
+            config["metadata"] = kept
+    if "deliver_policy" in desired:
+        for policy, option in _START.items():
+            if desired["deliver_policy"] != policy and option not in desired:
+                config.pop(option, None)
+    if "deliver_subject" in desired:
+        dropped = PULL if desired["deliver_subject"] else PUSH
+        for field in FIELDS:
+            if field.mode == dropped and field.name not in desired:
+                config.pop(field.name, None)
+    for key, value in desired.items():
+        if key == "filter_subjects":
+            config.pop("filter_subject", None)
+            config.pop("filter_subjects", None)
+            if len(value) == 1:
+                config["filter_subject"] = value[0]
+            elif value:
+                config["filter_subjects"] = list(value)
+        else:
+            config[key] = BY_NAME[key].to_api(value)
+    for key in list(config):
+        if config[key] in ("", [], {}, None):
+            del config[key]
+    if not current:
+        config.setdefault("ack_policy", "explicit")
+    config["durable_name"] = name
+    config["name"] = name
+    return config
+
+
+def check_config(config, version, desired=None):
+    """Rules nats-server enforces, checked before anything is sent (so check mode knows them too)."""
+    desired = desired or {}
+    mode = mode_of(config)
+    for field in FIELDS:
+        value = config.get(field.name)
+        if value in (None, "", [], {}, False, 0):
+            continue
+        if field.mode and field.mode != mode:
+            if mode == PULL:
+                raise ConsumerInputError(field.name, "only push consumers have it (set deliver_subject)")
+            raise ConsumerInputError(field.name, "only pull consumers have it (this consumer has a "
+                                                 "deliver_subject, so it is a push consumer)")
+        if field.since and version < field.since:
+            raise ConsumerInputError(field.name, "needs nats-server %s or newer; these servers run %s"
+                                     % (version_text(field.since), version_text(version)))
+    if config.get("filter_subjects") and version < V2_10:
+        raise ConsumerInputError("filter_subjects", "more than one filter needs nats-server 2.10 or newer; "
+                                                    "these servers run %s" % version_text(version))
+    policy = config.get("deliver_policy", "all")
+    for start_policy, option in _START.items():
+        if policy == start_policy and not config.get(option):
+            raise ConsumerInputError(option, "deliver_policy %s needs it" % policy)
+        if policy != start_policy and config.get(option):
+            raise ConsumerInputError(option, "only goes with deliver_policy %s (not %s)" % (start_policy, policy))
+    if config.get("flow_control") and not config.get("idle_heartbeat"):
+        raise ConsumerInputError("flow_control", "needs idle_heartbeat too")
+    if policy == "last_per_subject" and not (config.get("filter_subject") or config.get("filter_subjects")):
+        raise ConsumerInputError("deliver_policy", "last_per_subject needs a filter_subject or filter_subjects")
+    backoff = config.get("backoff") or []
+    max_deliver = config.get("max_deliver", -1)
+    if backoff and "ack_wait" in desired and desired["ack_wait"] != backoff[0]:
+        raise ConsumerInputError("ack_wait", "the server replaces it with the first backoff step (%s) whenever "
+                                             "backoff is set; leave it unset or make it %s"
+                                 % (format_duration(backoff[0]), format_duration(backoff[0])))
+    if backoff and max_deliver not in (None, -1, 0):
+        # 2.9 wants more deliveries than backoff steps; 2.10 and newer accept as many.
+        allowed = max_deliver if version >= V2_10 else max_deliver - 1
+        if len(backoff) > allowed:
+            raise ConsumerInputError("backoff", "has %d steps but max_deliver is %d; nats-server %s needs max_deliver "
+                                                "%s the number of steps" % (
+                                                    len(backoff), max_deliver, version_text(version),
+                                                    "at least" if version >= V2_10 else "above"))
+
+
+def immutable_reason(field_name, before, after, version):
+    """Why the server refuses to change this field of an existing consumer, or None."""
+    if field_name == "deliver_subject":
+        if bool(before) != bool(after):
+            return ("a pull consumer cannot become a push consumer" if after
+                    else "a push consumer cannot become a pull consumer")
+        return None
+    field = BY_NAME.get(field_name)
+    if field is None:
+        return None
+    immutable = field.immutable(version) if callable(field.immutable) else field.immutable
+    if not immutable:
+        return None
+    return "cannot change from %r to %r%s" % (
+        field.display(before), field.display(after),
+        " (nats-server %s and newer)" % version_text(V2_14) if callable(field.immutable) else "")
+
+
+def changed_fields(desired, actual):
+    """Option names whose desired value differs from the server's (only what the user set)."""
+    compared = dict((k, v) for k, v in desired.items() if k != "metadata")
+    changed = differences(compared, actual, set_like=("filter_subjects",))
+    if "metadata" in desired and desired["metadata"] != actual.get("metadata", {}):
+        changed.append("metadata")
+    return sorted(changed)
+
+
+def display(config):
+    """Canonical values as the user writes them, for diffs."""
+    return dict((k, BY_NAME[k].display(v) if k in BY_NAME else v) for k, v in config.items())
+
+
+class Plan(object):
+    """What one run does: ``action`` is none, create, update, recreate or delete."""
+
+    def __init__(self, action, changed=(), immutable=None, config=None):
+        self.action = action
+        self.changed = list(changed)
+        self.immutable = immutable or {}
+        self.config = config
+
+    @property
+    def changes(self):
+        return self.action != "none"
+
+
+def plan(name, state, desired, current, version, on_immutable_change="fail"):
+    """Decide the run. ``current`` is the server's raw config or None; raises
+    ConsumerInputError for bad input and ImmutableChange when the server would
+    refuse and recreating was not allowed."""
+    if state == "absent":
+        return Plan("delete" if current is not None else "none")
+    if current is None:
+        config = merged_config(name, desired)
+        check_config(config, version, desired)
+        return Plan("create", sorted(desired), config=config)
+    actual = actual_config(current)
+    changed = changed_fields(desired, actual)
+    if not changed:
+        return Plan("none")
+    config = merged_config(name, desired, current)
+    check_config(config, version, desired)
+    reasons = {}
+    for field_name in changed:
+        reason = immutable_reason(field_name, actual.get(field_name), desired[field_name], version)
+        if reason:
+            reasons[field_name] = reason
+    if reasons and on_immutable_change != "recreate":
+        raise ImmutableChange(reasons, changed)
+    recreated = merged_config(name, desired, _without(current, reasons)) if reasons else config
+    if reasons:
+        check_config(recreated, version, desired)
+    return Plan("recreate" if reasons else "update", changed, reasons, recreated)
+
+
+def _without(config, fields):
+    """The current config minus fields a recreation resets."""
+    kept = dict(config)
+    for field_name in fields:
+        kept.pop(field_name, None)
+    return kept
+
+
+def request_body(stream, config, version, action):
+    """The body of CONSUMER.CREATE.<stream>.<name>; 2.10 and newer also get the
+    action, so a create never overwrites and an update never creates."""
+    body = {"stream_name": stream, "config": config}
+    if version >= V2_10 and action in ("create", "update"):
+        body["action"] = action
+    return body
+
+
+def filter_warnings(filters, stream_config):
+    """Filters that can match none of the stream's own subjects (2.10 and newer accept them)."""
+    stream_config = stream_config or {}
+    subjects = stream_config.get("subjects") or []
+    if not subjects or stream_config.get("mirror") or stream_config.get("sources"):
+        return []
+    return [f for f in filters if not any(subjects_collide(f, s) for s in subjects)]

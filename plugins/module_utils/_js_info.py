@@ -1,0 +1,311 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Stream and replication report of JetStream domains, from STREAM.INFO replies.
+Private to the collection.
+
+Rows for the module's result, text tables like ``nats stream report``, and the
+replication graph in Graphviz dot. No I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import format_duration
+
+_DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
+_DOMAIN_NAME = re.compile(r"^[^$.]+$")
+LOCAL = "(local)"
+
+STATUS_OK, STATUS_LAGGING, STATUS_INACTIVE, STATUS_STALLED, STATUS_ERROR = (
+    "ok", "lagging", "inactive", "stalled", "error")
+
+
+def domain_of(info, requested=None):
+    """The domain a STREAM.INFO reply belongs to: the one asked for, else what the server says."""
+    return requested or info.get("domain") or LOCAL
+
+
+def source_domain(external, own_domain):
+    """Where a mirror or source reads from: a domain for ``$JS.<domain>.API``, the
+    stream's own domain without ``external``, else the API prefix itself."""
+    api = ((external or {}).get("api") or "").rstrip(".")
+    if not api:
+        return own_domain
+    match = _DOMAIN_API.match(api)
+    return match.group(1) if match else api
+
+
+def stream_row(info, domain):
+    config = info.get("config") or {}
+    state = info.get("state") or {}
+    cluster = info.get("cluster") or {}
+    mirror = config.get("mirror")
+    return dict(
+        name=config.get("name"),
+        domain=domain,
+        storage=config.get("storage", "file"),
+        subjects=list(config.get("subjects") or []),
+        messages=state.get("messages", 0),
+        bytes=state.get("bytes", 0),
+        first_seq=state.get("first_seq", 0),
+        last_seq=state.get("last_seq", 0),
+        deleted=state.get("num_deleted", len(state.get("deleted") or [])),
+        consumers=state.get("consumer_count", 0),
+        replicas=config.get("num_replicas", 1),
+        leader=cluster.get("leader"),
+        cluster=cluster.get("name"),
+        peers=[dict(name=p.get("name"), current=p.get("current", False), lag=p.get("lag", 0),
+                    active=_seconds(p.get("active")), offline=p.get("offline", False))
+               for p in cluster.get("replicas") or []],
+        placement=config.get("placement"),
+        mirror=mirror.get("name") if mirror else None,
+        sources=[s.get("name") for s in config.get("sources") or []],
+        created=info.get("created"),
+    )
+
+
+def replication_rows(info, domain, inactive_after):
+    """One row per mirror or source of the stream; ``inactive_after`` in nanoseconds."""
+    config = info.get("config") or {}
+    rows = []
+    entries = [("mirror", info.get("mirror") or (config.get("mirror") and dict(config["mirror"])))]
+    entries += [("source", s) for s in _sources(info, config)]
+    for kind, entry in entries:
+        if not entry:
+            continue
+        external = entry.get("external") or {}
+        error = entry.get("error")
+        active = entry.get("active")
+        row = dict(
+            stream=config.get("name"),
+            domain=domain,
+            kind=kind,
+            source=entry.get("name"),
+            source_domain=source_domain(external, domain),
+            external_api=external.get("api") or None,
+            deliver_prefix=external.get("deliver") or None,
+            filter=_filter_text(entry),
+            lag=entry.get("lag", 0),
+            active=_seconds(active),
+            seq=entry.get("seq"),
+            error=_error_text(error),
+            error_code=(error or {}).get("err_code"),
+        )
+        row["status"] = status_of(row, active, inactive_after)
+        rows.append(row)
+    return rows
+
+
+def _sources(info, config):
+    """Sources with their state, in the order of the config (the server's list is unordered)."""
+    state = dict((s.get("name"), s) for s in info.get("sources") or [])
+    if not config.get("sources"):
+        return sorted(state.values(), key=lambda s: s.get("name") or "")
+    merged = []
+    for source in config["sources"]:
+        entry = dict(source)
+        entry.update(state.get(source.get("name"), {}))
+        merged.append(entry)
+    return merged
+
+
+def _filter_text(entry):
+    transforms = entry.get("subject_transforms") or []
+    if transforms:
+        return ", ".join("%s to %s" % (t.get("src"), t.get("dest")) for t in transforms)
+    return entry.get("filter_subject") or None
+
+
+def _error_text(error):
+    if not error:
+        return None
+    return error.get("description") or "error %s" % error.get("err_code")
+
+
+def _seconds(nanos):
+    if nanos is None or nanos < 0:
+        return None
+    return round(nanos / 1e9, 3)
+
+
+def status_of(row, active_nanos, inactive_after):
+    if row["error"]:
+        return STATUS_ERROR
+    if active_nanos is None or active_nanos < 0 or active_nanos > inactive_after:
+        return STATUS_INACTIVE
+    if row["lag"]:
+        return STATUS_LAGGING
+    return STATUS_OK
+
+
+def mark_stalled(first, second, first_streams=None, second_streams=None):
+    """Rows of ``second`` that still lag without progress since ``first`` become
+    stalled: the picture of a source whose flow control never gets answered.
+
+    Progress is the source's own sequence where the server reports it (2.10 and
+    newer), else the last sequence of the receiving stream."""
+    before = dict((_key(r), r) for r in first)
+    last_before = dict(((s["domain"], s["name"]), s["last_seq"]) for s in first_streams or [])
+    last_after = dict(((s["domain"], s["name"]), s["last_seq"]) for s in second_streams or [])
+    for row in second:
+        old = before.get(_key(row))
+        if not old or not row["lag"] or not old["lag"] or row["status"] == STATUS_ERROR:
+            continue
+        if row["lag"] < old["lag"]:
+            continue
+        if row.get("seq") is not None and old.get("seq") is not None:
+            moved = row["seq"] != old["seq"]
+        else:
+            target = (row["domain"], row["stream"])
+            moved = last_after.get(target) != last_before.get(target)
+        if not moved:
+            row["status"] = STATUS_STALLED
+    return second
+
+
+def _key(row):
+    return (row["domain"], row["stream"], row["kind"], row["source_domain"], row["source"])
+
+
+# -- text ----------------------------------------------------------------------------------------
+
+
+def table(title, headers, rows):
+    """A plain text table as a list of lines."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+    def line(values):
+        return "|" + "|".join(" %s " % v.ljust(w) for v, w in zip(values, widths)) + "|"
+
+    lines = [title, rule, line(headers), rule]
+    lines += [line(r) for r in cells]
+    lines.append(rule)
+    return lines
+
+
+def format_bytes(count):
+    """Binary units like ``nats stream report``: ``273 B``, ``1.5 KiB``."""
+    count = int(count or 0)
+    if count < 1024:
+        return "%d B" % count
+    value = float(count)
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        value /= 1024.0
+        if value < 1024 or unit == "PiB":
+            break
+    return ("%.1f %s" % (value, unit)).replace(".0 ", " ")
+
+
+def format_count(number):
+    return "{:,}".format(int(number or 0))
+
+
+def _cell(value):
+    return "" if value is None else str(value)
+
+
+def _replicas(stream):
+    if not stream["peers"]:
+        return str(stream["replicas"])
+    names = [stream["leader"] + "*"] if stream["leader"] else []
+    for peer in stream["peers"]:
+        mark = "" if peer["current"] and not peer["offline"] else "!"
+        names.append(peer["name"] + mark)
+    return "%d: %s" % (stream["replicas"], ", ".join(names))
+
+
+def _placement(placement):
+    if not placement:
+        return ""
+    parts = []
+    if placement.get("cluster"):
+        parts.append("cluster: %s" % placement["cluster"])
+    if placement.get("tags"):
+        parts.append("tags: %s" % ", ".join(placement["tags"]))
+    return " ".join(parts)
+
+
+def _active(seconds):
+    if seconds is None:
+        return "never"
+    return format_duration(int(round(seconds * 1000)) * 10 ** 6)
+
+
+def render_report(streams, replication, domains):
+    """``nats stream report`` for each domain: streams, then their replication."""
+    lines = []
+    for domain in domains:
+        mine = sorted((s for s in streams if s["domain"] == domain), key=lambda s: s["name"])
+        if lines:
+            lines.append("")
+        if not mine:
+            lines.append("Stream Report: domain %s: no streams" % domain)
+            continue
+        lines += table("Stream Report: domain %s" % domain,
+                       ["Stream", "Storage", "Placement", "Consumers", "Messages", "Bytes", "Deleted",
+                        "Replicas", "Leader"],
+                       [[s["name"], s["storage"].capitalize(), _placement(s["placement"]), format_count(s["consumers"]),
+                         format_count(s["messages"]), format_bytes(s["bytes"]), format_count(s["deleted"]),
+                         _replicas(s), s["leader"]] for s in mine])
+        rows = sorted((r for r in replication if r["domain"] == domain),
+                      key=lambda r: (r["stream"], r["kind"] != "mirror", r["source"]))
+        if rows:
+            lines.append("")
+            lines += table("Replication Report: domain %s" % domain,
+                           ["Stream", "Kind", "API Prefix", "Source Stream", "Filters and Transforms", "Active",
+                            "Lag", "Status", "Error"],
+                           [[r["stream"], r["kind"].capitalize(), r["external_api"], r["source"], r["filter"],
+                             _active(r["active"]), format_count(r["lag"]), r["status"], r["error"]] for r in rows])
+    return lines
+
+
+# -- graph ---------------------------------------------------------------------------------------
+
+
+def _quote(text):
+    return '"%s"' % str(text).replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _cluster_label(domain):
+    if domain == LOCAL:
+        return "local domain"
+    return "domain %s" % domain if _DOMAIN_NAME.match(domain) else domain
+
+
+def render_dot(streams, replication):
+    """The replication graph: a cluster per domain, an edge from each origin to the stream it feeds."""
+    nodes = {}
+    known = set((s["domain"], s["name"]) for s in streams)
+    for row in replication:
+        nodes.setdefault(row["domain"], set()).add(row["stream"])
+        nodes.setdefault(row["source_domain"], set()).add(row["source"])
+    lines = ["digraph %s {" % _quote("replication"),
+             '  label="Stream Replication Structure";',
+             "  rankdir=LR;",
+             "  node [shape=box];"]
+    for index, domain in enumerate(sorted(nodes)):
+        lines.append("  subgraph %s {" % _quote("cluster_%d" % index))
+        lines.append("    label=%s;" % _quote(_cluster_label(domain)))
+        for name in sorted(nodes[domain]):
+            style = "" if (domain, name) in known else ", style=dashed"
+            lines.append("    %s [label=%s%s];" % (_quote("%s/%s" % (domain, name)), _quote(name), style))
+        lines.append("  }")
+    for row in sorted(replication, key=_key):
+        label = row["kind"]
+        if row["filter"]:
+            label += ": %s" % row["filter"]
+        attributes = ["label=%s" % _quote(label if row["status"] == STATUS_OK else "%s (%s)" % (
+            label, row["error"] or row["status"]))]
+        attributes.append("color=%s" % {STATUS_OK: ("blue" if row["kind"] == "mirror" else "darkgreen"),
+                                          STATUS_LAGGING: "orange"}.get(row["status"], "red"))
+        if row["status"] in (STATUS_INACTIVE, STATUS_STALLED):
+            attributes.append("style=dashed")
+        lines.append("  %s -> %s [%s];" % (_quote("%s/%s" % (row["source_domain"], row["source"])),
+                                           _quote("%s/%s" % (row["domain"], row["stream"])), ", ".join(attributes)))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+

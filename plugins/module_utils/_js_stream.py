@@ -1,0 +1,721 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""JetStream streams as data: options, API config, update rules, plans. Private to the collection.
+
+No I/O here. ``desired_from_params`` turns module options into the API
+config of what the user set; ``from_api`` brings a server's config into the
+same shape; ``plan`` decides between create, update, promote, recreate,
+delete and nothing from the two, the server's update rules and its version.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import namedtuple
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import Diff, differences
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
+    canonical_time,
+    check_name,
+    check_subject,
+    duration_ns,
+    format_duration,
+    size_bytes,
+    tokens_collide,
+)
+
+ERR_STREAM_NOT_FOUND = 10059
+
+# --------------------------------------------------------------------------
+# options
+
+_TRANSFORM = dict(src=dict(type="str"), dest=dict(type="str"))
+
+SOURCE_OPTIONS = dict(
+    name=dict(type="str", required=True),
+    start_seq=dict(type="int", aliases=["opt_start_seq"]),
+    start_time=dict(type="str", aliases=["opt_start_time"]),
+    filter_subject=dict(type="str"),
+    subject_transforms=dict(type="list", elements="dict", options=dict(
+        src=dict(type="str", required=True), dest=dict(type="str", required=True))),
+    domain=dict(type="str"),
+    external=dict(type="dict", options=dict(api=dict(type="str", required=True),
+                                            deliver=dict(type="str", default=""))),
+)
+
+STREAM_OPTIONS = dict(
+    description=dict(type="str"),
+    subjects=dict(type="list", elements="str"),
+    storage=dict(type="str", choices=["file", "memory"]),
+    retention=dict(type="str", choices=["limits", "interest", "workqueue"]),
+    discard=dict(type="str", choices=["old", "new"]),
+    discard_new_per_subject=dict(type="bool"),
+    max_consumers=dict(type="int"),
+    max_msgs=dict(type="int"),
+    max_bytes=dict(type="raw"),
+    max_age=dict(type="raw"),
+    max_msgs_per_subject=dict(type="int"),
+    max_msg_size=dict(type="raw"),
+    duplicate_window=dict(type="raw"),
+    replicas=dict(type="int", aliases=["num_replicas"]),
+    placement=dict(type="dict", options=dict(cluster=dict(type="str"), tags=dict(type="list", elements="str"))),
+    no_ack=dict(type="bool"),
+    allow_rollup=dict(type="bool", aliases=["allow_rollup_hdrs"]),
+    deny_delete=dict(type="bool"),
+    deny_purge=dict(type="bool"),
+    allow_direct=dict(type="bool"),
+    mirror_direct=dict(type="bool"),
+    compression=dict(type="str", choices=["none", "s2"]),
+    first_seq=dict(type="int"),
+    subject_transform=dict(type="dict", options=_TRANSFORM),
+    republish=dict(type="dict", options=dict(src=dict(type="str"), dest=dict(type="str"),
+                                             headers_only=dict(type="bool"))),
+    consumer_limits=dict(type="dict", options=dict(inactive_threshold=dict(type="raw"),
+                                                   max_ack_pending=dict(type="int"))),
+    allow_msg_ttl=dict(type="bool"),
+    subject_delete_marker_ttl=dict(type="raw"),
+    metadata=dict(type="dict"),
+    mirror=dict(type="dict", options=SOURCE_OPTIONS, mutually_exclusive=[["domain", "external"]]),
+    sources=dict(type="list", elements="dict", options=SOURCE_OPTIONS, mutually_exclusive=[["domain", "external"]]),
+)
+
+CONTROL_OPTIONS = ("state", "on_immutable_change", "allow_data_loss")
+
+
+def module_argspec():
+    """The module's options: the single form at the top level, the bulk form in ``streams``."""
+    item = dict(
+        name=dict(type="str", required=True),
+        state=dict(type="str", choices=["present", "absent"]),
+        on_immutable_change=dict(type="str", choices=["fail", "recreate"]),
+        allow_data_loss=dict(type="bool"),
+    )
+    item.update(copy.deepcopy(STREAM_OPTIONS))
+    spec = dict(
+        name=dict(type="str"),
+        state=dict(type="str", choices=["present", "absent"], default="present"),
+        on_immutable_change=dict(type="str", choices=["fail", "recreate"], default="fail"),
+        allow_data_loss=dict(type="bool", default=False),
+        streams=dict(type="list", elements="dict", options=item),
+    )
+    spec.update(copy.deepcopy(STREAM_OPTIONS))
+    return spec
+
+
+class StreamError(Exception):
+    """Input or a requested change that cannot be applied, worded for the user."""
+
+
+Desired = namedtuple("Desired", "name state config on_immutable_change allow_data_loss")
+
+
+def desired_items(params):
+    """Every stream a module run declares, each validated; the first bad
+    input raises before anything is sent."""
+    if params.get("streams") is not None:
+        stray = sorted(k for k in STREAM_OPTIONS if params.get(k) is not None)
+        if params.get("name") or stray:
+            raise StreamError("set stream options inside each item of streams, not next to it (found: %s)"
+                              % ", ".join((["name"] if params.get("name") else []) + stray))
+        items = []
+        for item in params["streams"]:
+            merged = dict(item)
+            for key in CONTROL_OPTIONS:
+                if merged.get(key) is None:
+                    merged[key] = params.get(key)
+            items.append(merged)
+    else:
+        if not params.get("name"):
+            raise StreamError("one of name or streams is required")
+        items = [params]
+    result, seen, claimed = [], set(), []
+    for item in items:
+        desired = desired_from_params(item)
+        if desired.name in seen:
+            raise StreamError("stream %r is declared more than once" % desired.name)
+        seen.add(desired.name)
+        subjects = [(subject, subject.split(".")) for subject in desired.config.get("subjects") or []]
+        for subject, tokens in subjects:
+            for other, taken, taken_tokens in claimed:
+                if tokens_collide(tokens, taken_tokens):
+                    raise StreamError("stream %r: subjects: %r overlaps %r of stream %r; a message can only go to "
+                                      "one stream" % (desired.name, subject, taken, other))
+        claimed.extend((desired.name, subject, tokens) for subject, tokens in subjects)
+        result.append(desired)
+    return result
+
+
+def desired_from_params(params):
+    name = params.get("name")
+    try:
+        check_name(name)
+    except ValueError as exc:
+        raise StreamError("stream name: %s" % exc)
+    state = params.get("state") or "present"
+    config = to_api(params) if state == "present" else {}
+    return Desired(name, state, config, params.get("on_immutable_change") or "fail",
+                   bool(params.get("allow_data_loss")))
+
+
+# --------------------------------------------------------------------------
+# user options -> API config (only what the user set)
+
+_SAME_NAME = ("description", "storage", "retention", "discard", "discard_new_per_subject", "no_ack",
+              "deny_delete", "deny_purge", "allow_direct", "mirror_direct", "compression", "allow_msg_ttl")
+_LIMITS = ("max_consumers", "max_msgs", "max_msgs_per_subject")
+_DURATIONS = ("max_age", "duplicate_window", "subject_delete_marker_ttl")
+_MAX_INT32 = 2**31 - 1
+
+
+def to_api(params):
+    """API config of the options the user set. Values are normalised as the
+    server stores them: durations in ns, sizes in bytes, 0 limits as -1,
+    sorted subjects, times in UTC. ``None`` means "remove" (``{}`` given)."""
+    name = params["name"]
+
+    def fail(field, message):
+        raise StreamError("stream %r: %s: %s" % (name, field, message))
+
+    config = {}
+    for key in _SAME_NAME:
+        if params.get(key) is not None:
+            config[key] = params[key]
+    for key in _LIMITS:
+        if params.get(key) is not None:
+            if params[key] < -1:
+                fail(key, "%r: use -1 (or 0) for unlimited" % params[key])
+            config[key] = params[key] or -1
+    for key, api_key in (("max_bytes", "max_bytes"), ("max_msg_size", "max_msg_size")):
+        if params.get(key) is not None:
+            try:
+                value = size_bytes(params[key])
+            except ValueError as exc:
+                fail(key, exc)
+            if key == "max_msg_size" and value > _MAX_INT32:
+                fail(key, "%r is larger than the server allows (%d bytes)" % (params[key], _MAX_INT32))
+            config[api_key] = value or -1
+    for key in _DURATIONS:
+        if params.get(key) is not None:
+            try:
+                config[key] = duration_ns(params[key])
+            except ValueError as exc:
+                fail(key, exc)
+    if config.get("duplicate_window") is not None and config["duplicate_window"] < 10**8:
+        fail("duplicate_window", "%r: use at least 100ms (the server's default is 2m)" % params["duplicate_window"])
+    if params.get("subjects") is not None:
+        config["subjects"] = sorted(set(_subject(name, "subjects", s) for s in params["subjects"]))
+    if params.get("replicas") is not None:
+        if not 1 <= params["replicas"] <= 5:
+            fail("replicas", "%r: use 1 to 5" % params["replicas"])
+        config["num_replicas"] = params["replicas"]
+    if params.get("allow_rollup") is not None:
+        config["allow_rollup_hdrs"] = params["allow_rollup"]
+    if params.get("first_seq") is not None:
+        if params["first_seq"] < 0:
+            fail("first_seq", "%r cannot be negative" % params["first_seq"])
+        config["first_seq"] = params["first_seq"]
+    if params.get("placement") is not None:
+        placement = {k: v for k, v in params["placement"].items() if v not in (None, "", [])}
+        if "tags" in placement:
+            placement["tags"] = sorted(set(placement["tags"]))
+        config["placement"] = placement or None
+    if params.get("subject_transform") is not None:
+        config["subject_transform"] = _transform(name, "subject_transform", params["subject_transform"])
+    if params.get("republish") is not None:
+        republish = {k: v for k, v in params["republish"].items() if v is not None}
+        if republish:
+            if not republish.get("dest"):
+                fail("republish", "dest is required")
+            _subject(name, "republish.dest", republish["dest"], transform=True)
+            if republish.get("src"):
+                _subject(name, "republish.src", republish["src"])
+        config["republish"] = republish or None
+    if params.get("consumer_limits") is not None:
+        limits = {}
+        given = params["consumer_limits"]
+        if given.get("inactive_threshold") is not None:
+            try:
+                limits["inactive_threshold"] = duration_ns(given["inactive_threshold"])
+            except ValueError as exc:
+                fail("consumer_limits.inactive_threshold", exc)
+        if given.get("max_ack_pending") is not None:
+            limits["max_ack_pending"] = given["max_ack_pending"]
+        config["consumer_limits"] = limits
+    if params.get("metadata") is not None:
+        config["metadata"] = _metadata(name, params["metadata"])
+    if params.get("mirror") is not None:
+        config["mirror"] = _source(name, "mirror", params["mirror"])
+    if params.get("sources") is not None:
+        sources = [_source(name, "sources[%d]" % i, s) for i, s in enumerate(params["sources"])]
+        keys = [_source_key(s) for s in sources]
+        for index, key in enumerate(keys):
+            if key in keys[:index]:
+                fail("sources[%d]" % index, "duplicates an earlier source (same name, filter and external API)")
+        config["sources"] = sorted(sources, key=_source_key)
+    _check_combinations(name, config)
+    return config
+
+
+def _check_combinations(name, config):
+    """Combinations the server rejects, caught before any request."""
+
+    def fail(message):
+        raise StreamError("stream %r: %s" % (name, message))
+
+    if config.get("mirror"):
+        if config.get("subjects"):
+            fail("mirror and subjects cannot be combined: a mirror stores what its origin stores")
+        if config.get("sources"):
+            fail("mirror and sources cannot be combined")
+        if config.get("first_seq"):
+            fail("mirror and first_seq cannot be combined")
+        if config.get("subject_delete_marker_ttl"):
+            fail("mirror and subject_delete_marker_ttl cannot be combined")
+    if config.get("deny_purge") and config.get("allow_rollup_hdrs"):
+        fail("allow_rollup needs purges: it cannot be combined with deny_purge")
+    if config.get("discard_new_per_subject"):
+        if config.get("discard", "new") != "new":
+            fail("discard_new_per_subject needs discard: new")
+        if config.get("max_msgs_per_subject", 1) <= 0:
+            fail("discard_new_per_subject needs max_msgs_per_subject above 0")
+
+
+def _subject(name, field, value, transform=False):
+    try:
+        if transform:
+            if not isinstance(value, str) or not value or re.search(r"\s", value) or "" in value.split("."):
+                raise ValueError("%r is not a subject" % (value,))
+            return value
+        return check_subject(value)
+    except ValueError as exc:
+        raise StreamError("stream %r: %s: %s" % (name, field, exc))
+
+
+def _transform(name, field, given):
+    transform = {k: v for k, v in given.items() if v is not None}
+    if not transform:
+        return None
+    if not transform.get("src") or not transform.get("dest"):
+        raise StreamError("stream %r: %s: both src and dest are required" % (name, field))
+    return {"src": _subject(name, field + ".src", transform["src"]),
+            "dest": _subject(name, field + ".dest", transform["dest"], transform=True)}
+
+
+def _metadata(name, given):
+    result = {}
+    for key, value in given.items():
+        key = str(key)
+        if key.startswith("_nats."):
+            raise StreamError("stream %r: metadata: %r: keys starting with _nats. belong to the server" % (name, key))
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            value = str(value)
+        elif not isinstance(value, str):
+            raise StreamError("stream %r: metadata: %r: values must be strings, not %s"
+                              % (name, key, type(value).__name__))
+        result[key] = value
+    return result
+
+
+def _source(name, field, given):
+    """One mirror or source entry in the server's canonical form."""
+
+    def fail(message):
+        raise StreamError("stream %r: %s: %s" % (name, field, message))
+
+    try:
+        check_name(given.get("name"))
+    except ValueError as exc:
+        fail("name: %s" % exc)
+    source = {"name": given["name"]}
+    if given.get("start_seq"):
+        if given["start_seq"] < 0:
+            fail("start_seq: %r cannot be negative" % given["start_seq"])
+        source["opt_start_seq"] = given["start_seq"]
+    if given.get("start_time"):
+        try:
+            source["opt_start_time"] = canonical_time(given["start_time"])
+        except ValueError as exc:
+            fail("start_time: %s" % exc)
+    if given.get("start_seq") and given.get("start_time"):
+        fail("start_seq and start_time cannot be combined")
+    if given.get("filter_subject"):
+        source["filter_subject"] = _subject(name, field + ".filter_subject", given["filter_subject"])
+    if given.get("subject_transforms"):
+        if given.get("filter_subject"):
+            fail("filter_subject and subject_transforms cannot be combined")
+        source["subject_transforms"] = [_transform(name, "%s.subject_transforms[%d]" % (field, i), t)
+                                        for i, t in enumerate(given["subject_transforms"])]
+    if given.get("domain") and given.get("external"):
+        fail("domain and external cannot be combined")
+    if given.get("domain"):
+        if not re.match(r"^[A-Za-z0-9_-]+$", given["domain"]):
+            fail("domain: %r is not a JetStream domain name" % given["domain"])
+        source["external"] = {"api": "$JS.%s.API" % given["domain"], "deliver": ""}
+    elif given.get("external"):
+        api = given["external"].get("api")
+        deliver = given["external"].get("deliver") or ""
+        for part, value in (("external.api", api), ("external.deliver", deliver)):
+            if value:
+                try:
+                    check_subject(value, wildcards=False)
+                except ValueError as exc:
+                    fail("%s: %s" % (part, exc))
+        source["external"] = {"api": api, "deliver": deliver}
+    return source
+
+
+def _source_key(source):
+    external = source.get("external") or {}
+    return (source["name"], source.get("filter_subject", ""), external.get("api", ""),
+            repr(source.get("subject_transforms", [])))
+
+
+# --------------------------------------------------------------------------
+# server config -> the same shape
+
+_DEFAULTS = dict(description="", subjects=[], discard_new_per_subject=False, no_ack=False, deny_delete=False,
+                 deny_purge=False, allow_rollup_hdrs=False, allow_direct=False, mirror_direct=False,
+                 compression="none", first_seq=0, duplicate_window=0, allow_msg_ttl=False,
+                 subject_delete_marker_ttl=0, metadata={}, sources=[], placement=None, mirror=None,
+                 subject_transform=None, republish=None)
+_COPIED = ("name", "retention", "storage", "discard", "max_consumers", "max_msgs", "max_bytes", "max_age",
+           "max_msgs_per_subject", "max_msg_size", "num_replicas")
+
+
+def from_api(config):
+    """A server's stream config in the shape ``to_api`` produces, with the
+    server's own additions (``_nats.*`` metadata, empty defaults) settled."""
+    result = copy.deepcopy(_DEFAULTS)
+    for key in _COPIED:
+        if key in config:
+            result[key] = config[key]
+    for key in _DEFAULTS:
+        if config.get(key) not in (None, ""):
+            result[key] = copy.deepcopy(config[key])
+    result["subjects"] = sorted(result["subjects"])
+    result["metadata"] = {k: v for k, v in (config.get("metadata") or {}).items() if not k.startswith("_nats.")}
+    placement = {k: v for k, v in (config.get("placement") or {}).items() if k in ("cluster", "tags") and v}
+    if "tags" in placement:
+        placement["tags"] = sorted(placement["tags"])
+    result["placement"] = placement or None
+    if result["republish"] is not None:
+        result["republish"] = {"src": result["republish"].get("src", ""), "dest": result["republish"].get("dest"),
+                               "headers_only": bool(result["republish"].get("headers_only"))}
+    limits = config.get("consumer_limits") or {}
+    result["consumer_limits"] = {"inactive_threshold": limits.get("inactive_threshold", 0),
+                                 "max_ack_pending": limits.get("max_ack_pending", 0)}
+    if config.get("mirror"):
+        result["mirror"] = _normalise_source(config["mirror"])
+    result["sources"] = sorted((_normalise_source(s) for s in config.get("sources") or []), key=_source_key)
+    return result
+
+
+def _normalise_source(source):
+    result = {"name": source["name"]}
+    if source.get("opt_start_seq"):
+        result["opt_start_seq"] = source["opt_start_seq"]
+    if source.get("opt_start_time"):
+        result["opt_start_time"] = canonical_time(source["opt_start_time"])
+    if source.get("filter_subject"):
+        result["filter_subject"] = source["filter_subject"]
+    if source.get("subject_transforms"):
+        result["subject_transforms"] = [{"src": t.get("src", ""), "dest": t.get("dest", "")}
+                                        for t in source["subject_transforms"]]
+    if source.get("external"):
+        result["external"] = {"api": source["external"].get("api", ""),
+                              "deliver": source["external"].get("deliver") or ""}
+    return result
+
+
+# --------------------------------------------------------------------------
+# comparison
+
+SET_LIKE = ("subjects", "sources", "placement.tags")
+_WHOLE = ("mirror", "metadata")
+
+
+def changed_fields(desired, actual):
+    """Fields of ``desired`` (what the user set) whose value differs in ``actual``
+    (a normalised server config). A mirror and the metadata compare whole."""
+    partial = {k: v for k, v in desired.items() if k not in _WHOLE}
+    fields = differences(partial, actual, SET_LIKE)
+    fields += [k for k in _WHOLE if k in desired and desired[k] != actual.get(k)]
+    return fields
+
+
+# --------------------------------------------------------------------------
+# versions
+
+ServerVersion = namedtuple("ServerVersion", "number exact")
+
+# JetStream API level (account info, 2.11+) -> the first release with it.
+_API_LEVELS = ((5, (2, 15, 0)), (4, (2, 14, 0)), (2, (2, 12, 0)), (1, (2, 11, 0)))
+
+
+def version_text(version):
+    return ".".join(str(p) for p in (version.number if version.exact else version.number[:2]))
+
+
+def parse_version(text):
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", str(text or ""))
+    return tuple(int(p) for p in match.groups()) if match else None
+
+
+def version_from_stream(info):
+    """The version of the server that answered a STREAM.INFO: 2.11+ say it in
+    the metadata they add; 2.10 always writes ``compression``; 2.9 does not."""
+    config = info.get("config") or {}
+    exact = parse_version((config.get("metadata") or {}).get("_nats.ver"))
+    if exact:
+        return ServerVersion(exact, True)
+    return ServerVersion((2, 10, 0) if "compression" in config else (2, 9, 0), False)
+
+
+def version_from_account(account):
+    """The version floor of the server that answered a $JS.API.INFO: the API
+    level from 2.11 on; 2.10 reports reserved storage, 2.9 does not."""
+    level = (account.get("api") or {}).get("level") or 0
+    for floor, version in _API_LEVELS:
+        if level >= floor:
+            return ServerVersion(version, False)
+    return ServerVersion((2, 10, 0) if "reserved_memory" in account else (2, 9, 0), False)
+
+
+# First server release that knows a field. Older servers ignore unknown
+# fields silently (2.9, 2.10, 2.11) or reject them: refuse before sending.
+MIN_VERSION = {
+    "compression": (2, 10, 0),
+    "subject_transform": (2, 10, 0),
+    "metadata": (2, 10, 0),
+    "first_seq": (2, 10, 0),
+    "consumer_limits": (2, 10, 0),
+    "mirror.subject_transforms": (2, 10, 0),
+    "sources.subject_transforms": (2, 10, 0),
+    "allow_msg_ttl": (2, 11, 0),
+    "subject_delete_marker_ttl": (2, 11, 0),
+}
+
+
+def unsupported_fields(config, version):
+    """Fields set to something that matters which ``version`` does not know
+    (nothing when the version is not known)."""
+    found = []
+    for field, since in MIN_VERSION.items():
+        if version is None or version.number >= since:
+            continue
+        if field == "mirror.subject_transforms":
+            used = bool((config.get("mirror") or {}).get("subject_transforms"))
+        elif field == "sources.subject_transforms":
+            used = any(s.get("subject_transforms") for s in config.get("sources") or [])
+        elif field == "consumer_limits":
+            used = any((config.get(field) or {}).values())
+        else:
+            used = config.get(field) not in (None, False, 0, "", {}, [], "none")
+        if used:
+            found.append("%s needs nats-server %d.%d or later (the server is %s)"
+                         % (field, since[0], since[1], version_text(version)))
+    return found
+
+
+def needs_version(config):
+    """Whether creating ``config`` depends on the server's version."""
+    return bool(unsupported_fields(config, ServerVersion((0, 0, 0), True)))
+
+
+# --------------------------------------------------------------------------
+# the server's update rules (server/stream.go, configUpdateCheck), verified
+# against 2.9.10, 2.10.26, 2.11.11, 2.12.8, 2.14.6 and 2.15.1
+
+# mutable_since: first version that changes the field on a live stream (None: never);
+# one_way: can be set, never unset; locked_values: values never changed to or from;
+# removable_since: first version that accepts removing it (a mirror: promotion).
+Rule = namedtuple("Rule", "mutable_since one_way locked_values removable_since", defaults=(None, False, (), None))
+
+IMMUTABLE = {
+    "storage": Rule(),
+    "retention": Rule(mutable_since=(2, 10, 0), locked_values=("workqueue",)),
+    "max_consumers": Rule(mutable_since=(2, 12, 0)),
+    "republish": Rule(mutable_since=(2, 10, 0)),
+    "deny_delete": Rule(one_way=True),
+    "deny_purge": Rule(one_way=True),
+    "allow_msg_ttl": Rule(one_way=True),
+    "mirror": Rule(removable_since=(2, 12, 0)),
+}
+
+PROMOTE = "promote"
+
+
+def update_refusal(field, old, new, version):
+    """Why the server would refuse to change ``field`` from ``old`` to ``new``;
+    ``PROMOTE`` when the change is the removal of a mirror it accepts; None when
+    the update is allowed."""
+    rule = IMMUTABLE.get(field)
+    if rule is None or old == new:
+        return None
+    shown_old, shown_new = _show(field, old), _show(field, new)
+    if rule.one_way:
+        return "%s cannot be unset once set" % field if old and not new else None
+    if rule.removable_since and new is None:
+        if version.number >= rule.removable_since:
+            return PROMOTE
+        return ("mirror cannot be removed on nats-server %s (promoting a mirror needs %d.%d or later)"
+                % (version_text(version), rule.removable_since[0], rule.removable_since[1]))
+    if field == "mirror":
+        if old is None:
+            return "an existing stream cannot become a mirror"
+        return "mirror cannot change from %s to %s" % (shown_old, shown_new)
+    if rule.mutable_since is None:
+        return "%s cannot change from %s to %s" % (field, shown_old, shown_new)
+    if old in rule.locked_values or new in rule.locked_values:
+        return "%s cannot change from %s to %s (never to or from %s)" % (
+            field, shown_old, shown_new, " or ".join(rule.locked_values))
+    if version.number < rule.mutable_since:
+        return ("%s cannot change from %s to %s on nats-server %s (possible from %d.%d)"
+                % (field, shown_old, shown_new, version_text(version), rule.mutable_since[0],
+                   rule.mutable_since[1]))
+    return None
+
+
+def _show(field, value):
+    if value is None:
+        return "none"
+    if field == "mirror" and isinstance(value, dict):
+        text = value.get("name", "?")
+        if value.get("external"):
+            text += " (%s)" % value["external"].get("api")
+        if value.get("filter_subject"):
+            text += " filtered on %s" % value["filter_subject"]
+        return text
+    if field in _DURATIONS:
+        return format_duration(value)
+    return str(value)
+
+
+# --------------------------------------------------------------------------
+# the plan
+
+Plan = namedtuple("Plan", "name action fields body before after")
+
+ACTIONS = ("none", "create", "update", "promote", "recreate", "delete")
+
+
+def plan(desired, info, version, where):
+    """What to do about one declared stream.
+
+    ``info`` is the server's STREAM.INFO reply (None when the stream does not
+    exist); ``version`` the ServerVersion that holds it or would create it;
+    ``where`` says "in domain 'hub'" for messages. Raises StreamError when the
+    declaration cannot be applied under the chosen policy.
+    """
+    name = desired.name
+    prefix = "stream %r %s" % (name, where)
+    if desired.state == "absent":
+        if info is None:
+            return Plan(name, "none", [], None, {}, {})
+        return Plan(name, "delete", [], None, from_api(info["config"]), {})
+
+    config = dict(desired.config)
+    if info is None:
+        problems = unsupported_fields(config, version)
+        if problems:
+            raise StreamError("%s: %s" % (prefix, "; ".join(problems)))
+        body = create_body(name, config)
+        return Plan(name, "create", sorted(config), body, {}, body)
+
+    actual = from_api(info["config"])
+    if "mirror" not in config and actual["mirror"] and (config.get("subjects") or config.get("sources")):
+        config["mirror"] = None  # a mirror cannot have either: the declaration promotes it
+    fields = changed_fields(config, actual)
+    if not fields:
+        return Plan(name, "none", [], None, actual, actual)
+
+    problems = unsupported_fields({f: config[f] for f in _top(fields)}, version)
+    if problems:
+        raise StreamError("%s: %s" % (prefix, "; ".join(problems)))
+    refusals, promote = [], False
+    for field in _top(fields):
+        reason = update_refusal(field, actual.get(field), config.get(field), version)
+        if reason == PROMOTE:
+            promote = True
+        elif reason:
+            refusals.append(reason)
+    after = _merged(actual, config)
+    if refusals:
+        if desired.on_immutable_change != "recreate":
+            raise StreamError("%s: %s (on_immutable_change=fail)" % (prefix, "; ".join(refusals)))
+        held = _held(info)
+        if held and not desired.allow_data_loss:
+            raise StreamError("%s: %s; recreating it would delete %s: set allow_data_loss to allow that"
+                              % (prefix, "; ".join(refusals), held))
+        problems = unsupported_fields(config, version)
+        if problems:
+            raise StreamError("%s: %s" % (prefix, "; ".join(problems)))
+        body = create_body(name, {k: v for k, v in config.items() if v is not None})
+        return Plan(name, "recreate", fields, body, actual, body)
+    return Plan(name, PROMOTE if promote else "update", fields, update_body(info["config"], config), actual, after)
+
+
+def _top(fields):
+    seen = []
+    for field in fields:
+        top = field.split(".")[0]
+        if top not in seen:
+            seen.append(top)
+    return seen
+
+
+def _held(info):
+    state = info.get("state") or {}
+    parts = []
+    if state.get("messages"):
+        parts.append("its %d message%s" % (state["messages"], "" if state["messages"] == 1 else "s"))
+    if state.get("consumer_count"):
+        parts.append("%d consumer%s" % (state["consumer_count"], "" if state["consumer_count"] == 1 else "s"))
+    return " and ".join(parts)
+
+
+def _merged(actual, config):
+    after = copy.deepcopy(actual)
+    for key, value in config.items():
+        if isinstance(value, dict) and isinstance(after.get(key), dict) and key not in _WHOLE:
+            after[key] = dict(after[key], **value)
+        else:
+            after[key] = copy.deepcopy(value)
+    return after
+
+
+def create_body(name, config):
+    body = {"name": name}
+    body.update({k: copy.deepcopy(v) for k, v in config.items() if v is not None})
+    return body
+
+
+def update_body(current, config):
+    """The server's current config with what the user set applied: an update
+    replaces the whole config, so fields the user left out keep their value."""
+    body = copy.deepcopy(current)
+    for key, value in config.items():
+        if value is None:
+            body.pop(key, None)
+        elif key in ("placement", "consumer_limits", "republish") and isinstance(body.get(key), dict):
+            body[key] = dict(body[key], **value)
+        else:
+            body[key] = copy.deepcopy(value)
+    return body
+
+
+def not_applied(desired_config, info):
+    """Fields the server did not take as asked, after a write: an option this
+    server ignores or overrides would otherwise report a change on every run."""
+    config = {k: v for k, v in desired_config.items()}
+    return changed_fields(config, from_api(info["config"]))
+
+
+def diff(plan_):
+    result = Diff(plan_.before, plan_.after).as_dict()
+    result["before_header"] = result["after_header"] = "stream %s" % plan_.name
+    return result

@@ -1,0 +1,518 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: jetstream_consumer
+short_description: Durable pull and push consumers of a JetStream stream
+description:
+  - Creates, updates, recreates or deletes one durable consumer of a stream, in the JetStream
+    domain or imported API you point it at.
+  - Only the options you set are compared with the server's config, after both were normalised
+    (durations to nanoseconds, sizes to bytes, times to UTC, filters as a set, metadata the
+    server stamps itself left out). Options you leave unset keep whatever the consumer has.
+  - Changes the server does not apply to an existing consumer (deliver and ack policy, start
+    position, replay policy, pull versus push, heartbeats, flow control, C(max_waiting), and
+    from nats-server 2.14 C(mem_storage)) fail before anything is sent, naming the fields,
+    unless O(on_immutable_change=recreate).
+  - The version of the domain's servers is read from the JetStream API itself (API level,
+    version stamps, config fields), so rules and features follow the servers of that domain,
+    not the server the connection landed on.
+author: nats_edge.fleet contributors
+extends_documentation_fragment:
+  - nats_edge.fleet.connection
+  - nats_edge.fleet.connection.jetstream
+attributes:
+  check_mode:
+    support: full
+    details: Reads the stream and consumer, then returns the requests it would send in RV(actions).
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+options:
+  stream:
+    description: Name of the stream the consumer reads.
+    type: str
+    required: true
+  name:
+    description: Durable name of the consumer.
+    type: str
+    required: true
+    aliases: [durable_name, durable]
+  state:
+    description: Whether the consumer should exist.
+    type: str
+    choices: [present, absent]
+    default: present
+  on_immutable_change:
+    description:
+      - What to do when a setting differs that the server cannot change on an existing consumer.
+      - V(fail) stops with an error naming the fields, and nothing is changed.
+      - V(recreate) deletes the consumer and creates it again with the new settings. Its
+        delivery state (delivered, acknowledged and pending messages) starts over.
+    type: str
+    choices: [fail, recreate]
+    default: fail
+  description:
+    description: A description of the consumer.
+    type: str
+  deliver_policy:
+    description: Where in the stream delivery starts. Cannot change later.
+    type: str
+    choices: [all, last, new, by_start_sequence, by_start_time, last_per_subject]
+  opt_start_seq:
+    description: First stream sequence to deliver, with O(deliver_policy=by_start_sequence).
+    type: int
+  opt_start_time:
+    description: Time (RFC 3339, like V(2024-05-01T08:00:00Z)) to start from, with O(deliver_policy=by_start_time).
+    type: raw
+  ack_policy:
+    description:
+      - How messages are acknowledged. Cannot change later.
+      - When the consumer is created and this is not set, V(explicit).
+    type: str
+    choices: [explicit, all, none]
+  ack_wait:
+    description: How long the server waits for an acknowledgement before redelivering, like V(30s) or V(2m).
+    type: raw
+  max_deliver:
+    description: How often a message is delivered at most; V(-1) for no limit.
+    type: int
+  backoff:
+    description:
+      - Redelivery delays, one per attempt, like V([1s, 5s, 30s]).
+      - O(max_deliver) must allow for every step (on nats-server 2.9 it must exceed their number).
+    type: list
+    elements: raw
+  filter_subject:
+    description:
+      - Deliver only messages whose subject matches this one (wildcards allowed).
+      - An empty string removes the filter. Mutually exclusive with O(filter_subjects).
+    type: str
+  filter_subjects:
+    description:
+      - Several filter subjects (nats-server 2.10 or newer for more than one).
+      - Compared as a set. Mutually exclusive with O(filter_subject).
+    type: list
+    elements: str
+  replay_policy:
+    description: Replay messages as fast as possible or with their original timing. Cannot change later.
+    type: str
+    choices: [instant, original]
+  sample_freq:
+    description: Percentage of acknowledgements to sample for observability, like V(50) or V(50%).
+    type: raw
+  max_ack_pending:
+    description: Most messages delivered and not yet acknowledged; V(-1) for no limit.
+    type: int
+  inactive_threshold:
+    description: Delete the consumer after it was inactive this long, like V(24h).
+    type: raw
+  headers_only:
+    description: Deliver only the headers of messages (and their size), not the payload.
+    type: bool
+  num_replicas:
+    description: Replicas of the consumer's state; V(0) follows the stream.
+    type: int
+  mem_storage:
+    description: Keep the consumer's state in memory. Cannot change later on nats-server 2.14 and newer.
+    type: bool
+  metadata:
+    description:
+      - Metadata of the consumer as string keys and values (nats-server 2.10 or newer).
+      - Compared as a whole, leaving out the C(_nats.) keys the server adds.
+    type: dict
+  max_waiting:
+    description: Pull consumers. Most pull requests waiting at once. Cannot change later.
+    type: int
+  max_batch:
+    description: Pull consumers. Largest batch one pull request may ask for; V(0) for no limit.
+    type: int
+  max_expires:
+    description: Pull consumers. Longest expiry one pull request may ask for, like V(30s).
+    type: raw
+  max_bytes:
+    description:
+      - Pull consumers. Most bytes one pull request may ask for, in bytes or like V(1MiB).
+      - As in nats-server's config, V(1M) is 1000000 and V(1MB) or V(1MiB) 1048576.
+    type: raw
+  deliver_subject:
+    description:
+      - Push consumers. Subject messages are pushed to; setting it makes the consumer a push consumer.
+      - A consumer cannot switch between pull and push later; V('') asks for a pull consumer.
+    type: str
+  deliver_group:
+    description: Push consumers. Queue group of the subscribers sharing the deliveries.
+    type: str
+  flow_control:
+    description: Push consumers. Use flow control (needs O(idle_heartbeat)). Cannot change later.
+    type: bool
+  idle_heartbeat:
+    description: Push consumers. Send a heartbeat after this long without messages, like V(5s). Cannot change later.
+    type: raw
+  rate_limit_bps:
+    description: Push consumers. Delivery rate limit in bits per second; V(0) for none.
+    type: int
+notes:
+  - Requests use C(CONSUMER.CREATE.<stream>.<name>), which nats-server 2.9.10 and newer answer;
+    from 2.10 the request says whether it creates or updates, so a run never overwrites a consumer
+    it did not see.
+  - In check mode the stream and consumer are read, nothing is sent, and RV(consumer) holds the
+    config the run would send.
+seealso:
+  - module: nats_edge.fleet.jetstream_info
+"""
+
+EXAMPLES = r"""
+---
+- name: Durable pull consumer for the order workers
+  nats_edge.fleet.jetstream_consumer:
+    servers: nats://hub-1:4222
+    domain: hub
+    stream: ORDERS
+    name: workers
+    filter_subject: orders.created
+    ack_wait: 30s
+    max_deliver: 5
+    backoff: [1s, 10s, 1m]
+    max_ack_pending: 1000
+
+- name: Push consumer delivering to a queue group, with heartbeats and flow control
+  nats_edge.fleet.jetstream_consumer:
+    domain: edge1
+    stream: telemetry
+    name: forwarder
+    deliver_subject: deliver.telemetry
+    deliver_group: forwarders
+    idle_heartbeat: 5s
+    flow_control: true
+
+- name: The durable pull consumer DUR that another account pulls from, through its imported API
+  nats_edge.fleet.jetstream_consumer:
+    creds: /etc/nats/ops.creds
+    api_prefix: JS.ingest@hub.API
+    stream: ingest
+    name: DUR
+    ack_policy: explicit
+    deliver_policy: all
+    max_ack_pending: 10000
+
+- name: Start over from new messages, accepting that delivery state is lost
+  nats_edge.fleet.jetstream_consumer:
+    domain: hub
+    stream: ORDERS
+    name: workers
+    deliver_policy: new
+    on_immutable_change: recreate
+
+- name: Remove a consumer
+  nats_edge.fleet.jetstream_consumer:
+    domain: hub
+    stream: ORDERS
+    name: workers
+    state: absent
+"""
+
+RETURN = r"""
+consumer:
+  description:
+    - The consumer as the server reports it after the run (config and delivery state).
+    - Empty when it does not exist (any more). In check mode, the config the run would send
+      for a create or update, else the consumer as it is.
+  returned: always
+  type: dict
+  contains:
+    stream_name:
+      description: Stream of the consumer.
+      type: str
+    name:
+      description: Name of the consumer.
+      type: str
+    config:
+      description: The consumer's config in the API's units (durations in nanoseconds).
+      type: dict
+    created:
+      description: When the consumer was created.
+      type: str
+    delivered:
+      description: Last delivered consumer and stream sequence.
+      type: dict
+    ack_floor:
+      description: Consumer and stream sequence below which everything is acknowledged.
+      type: dict
+    num_pending:
+      description: Messages in the stream the consumer has not delivered yet.
+      type: int
+    num_ack_pending:
+      description: Messages delivered and not acknowledged yet.
+      type: int
+    num_redelivered:
+      description: Messages delivered more than once.
+      type: int
+    num_waiting:
+      description: Pull requests waiting.
+      type: int
+    cluster:
+      description: Leader and replicas, when the server reports them.
+      type: dict
+  sample:
+    stream_name: ORDERS
+    name: workers
+    config: {durable_name: workers, ack_policy: explicit, ack_wait: 30000000000, max_deliver: 5}
+    num_pending: 0
+    num_ack_pending: 0
+actions:
+  description: The API requests this run sent, or in check mode would send, in order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    subject:
+      description: Subject of the request.
+      type: str
+    body:
+      description: Body of the request (null for none).
+      type: dict
+  sample:
+    - subject: $JS.hub.API.CONSUMER.CREATE.ORDERS.workers
+      body: {stream_name: ORDERS, action: update, config: {durable_name: workers, ack_wait: 30000000000}}
+operation:
+  description: What the run did (or would do) - V(none), V(create), V(update), V(recreate) or V(delete).
+  returned: always
+  type: str
+  sample: update
+changed_fields:
+  description: Options whose value differed from the server's.
+  returned: always
+  type: list
+  elements: str
+  sample: [ack_wait]
+diff:
+  description: Before and after of the changed options, durations written as text.
+  returned: when diff mode is on
+  type: dict
+  sample: {before: {ack_wait: 30s}, after: {ack_wait: 1m}}
+"""
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import (
+    FIELDS, ConsumerInputError, ImmutableChange, actual_config, check_name, desired_config, display,
+    domain_version, filter_warnings, merged_config, plan, request_body)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
+
+STREAM_NOT_FOUND = 10059
+CONSUMER_NOT_FOUND = 10014
+
+_DURATION = dict(type="raw")
+ARGUMENT_SPEC = dict(
+    stream=dict(type="str", required=True),
+    name=dict(type="str", required=True, aliases=["durable_name", "durable"]),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    on_immutable_change=dict(type="str", choices=["fail", "recreate"], default="fail"),
+    description=dict(type="str"),
+    deliver_policy=dict(type="str", choices=["all", "last", "new", "by_start_sequence", "by_start_time",
+                                             "last_per_subject"]),
+    opt_start_seq=dict(type="int"),
+    opt_start_time=dict(type="raw"),
+    ack_policy=dict(type="str", choices=["explicit", "all", "none"]),
+    ack_wait=_DURATION,
+    max_deliver=dict(type="int"),
+    backoff=dict(type="list", elements="raw"),
+    filter_subject=dict(type="str"),
+    filter_subjects=dict(type="list", elements="str"),
+    replay_policy=dict(type="str", choices=["instant", "original"]),
+    sample_freq=dict(type="raw"),
+    max_ack_pending=dict(type="int"),
+    inactive_threshold=_DURATION,
+    headers_only=dict(type="bool"),
+    num_replicas=dict(type="int"),
+    mem_storage=dict(type="bool"),
+    metadata=dict(type="dict"),
+    max_waiting=dict(type="int"),
+    max_batch=dict(type="int"),
+    max_expires=_DURATION,
+    max_bytes=dict(type="raw"),
+    deliver_subject=dict(type="str"),
+    deliver_group=dict(type="str"),
+    flow_control=dict(type="bool"),
+    idle_heartbeat=_DURATION,
+    rate_limit_bps=dict(type="int"),
+)
+
+
+class ConsumerFailure(Exception):
+    """A failure worded for the user, with extra result keys."""
+
+    def __init__(self, msg, **extra):
+        self.msg = msg
+        self.extra = extra
+        super(ConsumerFailure, self).__init__(msg)
+
+
+class ConsumerManager(object):
+    """Fetch the stream and consumer, plan, act unless in check mode, report."""
+
+    def __init__(self, module, js):
+        self.module = module
+        self.params = module.params
+        self.js = js
+        self.stream = self.params["stream"]
+        self.name = self.params["name"]
+        self.label = "consumer %r on stream %r %s" % (self.name, self.stream, js.where())
+        self.applied = 0
+
+    def fail(self, text, **extra):
+        extra.setdefault("changed", self.applied > 0)
+        raise ConsumerFailure("%s: %s" % (self.label, text), **extra)
+
+    def run(self, desired):
+        state = self.params["state"]
+        stream_info = self._stream_info()
+        if stream_info is None:
+            if state == "absent":
+                return self._result("none", [], {}, {})
+            self.fail("stream %r does not exist %s" % (self.stream, self.js.where()))
+        current = self._consumer_info()
+        current_config = current.get("config") if current else None
+        version = domain_version(self._account_info(), stream_info.get("config"), current_config)
+        try:
+            decided = plan(self.name, state, desired, current_config, version, self.params["on_immutable_change"])
+        except ImmutableChange as exc:
+            self.fail("nats-server cannot change this on an existing consumer: %s; nothing was changed "
+                      "(on_immutable_change: recreate deletes and recreates it, and its delivery state starts "
+                      "over)" % exc, changed_fields=exc.changed, immutable_fields=exc.fields, actions=[])
+        except ConsumerInputError as exc:
+            self.fail(str(exc), field=exc.field, actions=[])
+
+        if state == "present":
+            for subject in filter_warnings(desired.get("filter_subjects") or [], stream_info.get("config")):
+                self.module.warn("%s: filter %r matches none of the stream's subjects %s"
+                                 % (self.label, subject, stream_info["config"].get("subjects")))
+        check_mode = self.module.check_mode
+        subject = "CONSUMER.CREATE.%s.%s" % (self.stream, self.name)
+        reply = None
+        if decided.action in ("create", "update"):
+            reply = self._send(subject, request_body(self.stream, decided.config, version, decided.action),
+                               decided)
+        elif decided.action == "recreate":
+            self._send("CONSUMER.DELETE.%s.%s" % (self.stream, self.name), None, decided)
+            try:
+                reply = self._send(subject, request_body(self.stream, decided.config, version, "create"), decided)
+            except ConsumerFailure as exc:
+                self._restore(current_config, version, exc)
+        elif decided.action == "delete":
+            self._send("CONSUMER.DELETE.%s.%s" % (self.stream, self.name), None, decided)
+
+        if decided.action == "delete":
+            after = {}
+        elif check_mode and decided.config is not None:
+            after = {"stream_name": self.stream, "name": self.name, "config": decided.config}
+        else:
+            after = dict((k, v) for k, v in (reply or current or {}).items() if k != "type")
+        return self._result(decided.action, decided.changed, current, after, desired, decided)
+
+    def _send(self, name, body, decided):
+        try:
+            reply = self.js.change(name, body, self.module.check_mode)
+            self.applied += 0 if self.module.check_mode else 1
+            return reply
+        except JetStreamError as exc:
+            fields = " (changing %s)" % ", ".join(decided.changed) if decided.changed else ""
+            self.fail("the server refused to %s it%s: %s (err_code %s)" % (decided.action, fields, exc.description,
+                                                                            exc.err_code),
+                      err_code=exc.err_code, actions=self.js.actions)
+        except NatsClientError as exc:
+            self.fail("no answer while trying to %s it, so its state is unknown: %s" % (decided.action, exc),
+                      actions=self.js.actions)
+
+    def _restore(self, old_config, version, failure):
+        """The consumer was deleted but its new config refused: put the old one back."""
+        restored = merged_config(self.name, {}, old_config)
+        try:
+            self.js.call("CONSUMER.CREATE.%s.%s" % (self.stream, self.name),
+                         request_body(self.stream, restored, version, "create"))
+            outcome = "the consumer was recreated with its old config (its delivery state starts over)"
+        except NatsClientError as exc:
+            outcome = "recreating it with its old config failed too (%s): the consumer is gone" % exc
+        raise ConsumerFailure("%s; %s" % (failure.msg, outcome), **failure.extra)
+
+    def _stream_info(self):
+        try:
+            return self.js.call("STREAM.INFO.%s" % self.stream)
+        except JetStreamError as exc:
+            if exc.err_code == STREAM_NOT_FOUND:
+                return None
+            self.fail("cannot read stream %r: %s (err_code %s)" % (self.stream, exc.description, exc.err_code))
+
+    def _consumer_info(self):
+        try:
+            return self.js.call("CONSUMER.INFO.%s.%s" % (self.stream, self.name))
+        except JetStreamError as exc:
+            if exc.err_code == CONSUMER_NOT_FOUND:
+                return None
+            self.fail("cannot read the consumer: %s (err_code %s)" % (exc.description, exc.err_code))
+
+    def _account_info(self):
+        """Optional: an imported API may not include the account info request."""
+        try:
+            return self.js.call("INFO")
+        except NatsClientError:
+            return None
+
+    def _result(self, action, changed, current, after, desired=None, decided=None):
+        result = dict(changed=action != "none", operation=action, changed_fields=list(changed),
+                      consumer=after, actions=self.js.actions)
+        if self.module._diff:
+            result["diff"] = self._diff(action, changed, current, desired or {}, decided)
+        return result
+
+    def _diff(self, action, changed, current, desired, decided):
+        actual = actual_config(current.get("config")) if current else {}
+        if action == "none":
+            return {"before": {}, "after": {}}
+        if action == "delete":
+            return {"before": display(_set_only(actual)), "after": {}}
+        if action == "create":
+            return {"before": {}, "after": display(_set_only(actual_config(decided.config)))}
+        return {"before": display(dict((f, actual.get(f)) for f in changed)),
+                "after": display(dict((f, desired[f]) for f in changed))}
+
+
+def _set_only(canonical):
+    zero = dict((f.name, f.zero()) for f in FIELDS)
+    return dict((k, v) for k, v in canonical.items() if v != zero.get(k))
+
+
+def main():
+    module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True,
+                         mutually_exclusive=[["filter_subject", "filter_subjects"]])
+    require_nats_py(module)
+    params = module.params
+    label = "consumer %r on stream %r" % (params["name"], params["stream"])
+    try:
+        check_name("stream", params["stream"])
+        check_name("name", params["name"])
+        desired = desired_config(params) if params["state"] == "present" else {}
+    except ConsumerInputError as exc:
+        module.fail_json(msg="%s: %s" % (label, exc), field=exc.field, changed=False, actions=[])
+
+    try:
+        with NatsClient(params) as client:
+            js = JetStream(client, domain=params.get("domain"), api_prefix=params.get("api_prefix"))
+            result = ConsumerManager(module, js).run(desired)
+    except ConsumerFailure as exc:
+        extra = dict(exc.extra)
+        extra.setdefault("actions", [])
+        module.fail_json(msg=exc.msg, **extra)
+    except NatsClientError as exc:
+        module.fail_json(msg="%s: %s" % (label, exc), changed=False)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

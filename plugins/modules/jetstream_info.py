@@ -1,0 +1,412 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: jetstream_info
+short_description: Streams and their replication across JetStream domains, like C(nats stream report)
+description:
+  - Reads every stream (or the ones named) of one or several JetStream domains over one
+    connection and reports, per stream, messages, bytes, consumers, replicas and leader.
+  - Reports every mirror and source with its kind, external API prefix, origin stream, when it
+    was last active, its lag and the server's error, and a status that flags inactive, lagging
+    and (with O(recheck_after)) stalled replication.
+  - Renders the same as text tables (RV(report)) and the replication graph in Graphviz dot (RV(dot)).
+author: nats_edge.fleet contributors
+extends_documentation_fragment:
+  - nats_edge.fleet.connection
+  - nats_edge.fleet.connection.jetstream
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: The module only reads.
+options:
+  domains:
+    description:
+      - JetStream domains to report, each through C($JS.<domain>.API), over one connection.
+      - Without it, the one domain of O(domain) or O(api_prefix), else the local one.
+      - Mutually exclusive with O(domain) and O(api_prefix).
+    type: list
+    elements: str
+  streams:
+    description:
+      - Report only these streams (in every domain that has them). Default is all streams.
+      - A name that no reported domain has is an error.
+    type: list
+    elements: str
+  inactive_after:
+    description:
+      - A mirror or source not heard from for longer than this (or never) has status V(inactive),
+        like V(10s) or V(1m). Healthy ones hear from their origin about every second.
+    type: raw
+    default: 10s
+  recheck_after:
+    description:
+      - Read the streams that lag again after this long, like V(3s). A mirror or source whose lag
+        did not shrink and whose position did not move in between gets status V(stalled), which
+        is what a source whose flow control goes unanswered (a missing C($JS.FC) export between
+        accounts) looks like.
+      - Unset, nothing is read twice.
+    type: raw
+notes:
+  - A domain that does not answer is listed in RV(unreachable) with a warning; the module fails
+    only when none answers.
+  - Status is V(error) when the server reports an error for a mirror or source, V(inactive)
+    when it has not been active within O(inactive_after), V(stalled) (see O(recheck_after)),
+    V(lagging) when messages are still to be copied, else V(ok).
+seealso:
+  - module: nats_edge.fleet.jetstream_consumer
+"""
+
+EXAMPLES = r"""
+---
+- name: Report the hub and two edge domains in one run
+  nats_edge.fleet.jetstream_info:
+    servers: nats://hub-1:4222
+    domains: [hub, spoke-1, spoke-2]
+    recheck_after: 3s
+  register: js
+
+- name: Show the report
+  ansible.builtin.debug:
+    msg: "{{ js.report }}"
+
+- name: Keep the replication graph (render with `dot -Tsvg`)
+  ansible.builtin.copy:
+    content: "{{ js.dot }}"
+    dest: /tmp/replication.dot
+  delegate_to: localhost
+
+- name: Fail when replication is unhealthy
+  ansible.builtin.assert:
+    that: js.replication | rejectattr('status', 'in', ['ok', 'lagging']) | list | length == 0
+    fail_msg: "{{ js.replication | rejectattr('status', 'in', ['ok', 'lagging']) | list }}"
+
+- name: One stream, read through the JetStream API imported from another account
+  nats_edge.fleet.jetstream_info:
+    creds: /etc/nats/ops.creds
+    api_prefix: JS.ingest@hub.API
+    streams: [ingest]
+"""
+
+RETURN = r"""
+streams:
+  description: One entry per stream and domain, sorted by domain and name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Stream name.
+      type: str
+    domain:
+      description: JetStream domain it was read from (C((local)) when the servers have none).
+      type: str
+    storage:
+      description: V(file) or V(memory).
+      type: str
+    subjects:
+      description: The stream's subjects.
+      type: list
+      elements: str
+    messages:
+      description: Messages stored.
+      type: int
+    bytes:
+      description: Bytes stored.
+      type: int
+    first_seq:
+      description: First sequence stored.
+      type: int
+    last_seq:
+      description: Last sequence stored.
+      type: int
+    deleted:
+      description: Deleted messages between first and last sequence.
+      type: int
+    consumers:
+      description: Number of consumers.
+      type: int
+    replicas:
+      description: Configured replicas.
+      type: int
+    leader:
+      description: Server leading the stream.
+      type: str
+    cluster:
+      description: Cluster the stream lives in, when clustered.
+      type: str
+    peers:
+      description: The other replicas, with C(name), C(current), C(lag), C(active) (seconds) and C(offline).
+      type: list
+      elements: dict
+    placement:
+      description: Placement of the stream's config (cluster, tags), if any.
+      type: dict
+    mirror:
+      description: Name of the stream it mirrors, if any.
+      type: str
+    sources:
+      description: Names of the streams it sources from.
+      type: list
+      elements: str
+    created:
+      description: When the stream was created.
+      type: str
+replication:
+  description: One entry per mirror or source of the reported streams.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    stream:
+      description: The stream receiving the messages.
+      type: str
+    domain:
+      description: Its domain.
+      type: str
+    kind:
+      description: V(mirror) or V(source).
+      type: str
+    source:
+      description: The origin stream.
+      type: str
+    source_domain:
+      description: Domain of the origin (from C($JS.<domain>.API)), else its external API prefix.
+      type: str
+    external_api:
+      description: External API prefix the origin is read through, if any.
+      type: str
+    deliver_prefix:
+      description: External delivery prefix, if any.
+      type: str
+    filter:
+      description: Filter subject or subject transforms, if any.
+      type: str
+    active:
+      description: Seconds since the origin was last heard from; null for never.
+      type: float
+    lag:
+      description: Messages of the origin not copied yet.
+      type: int
+    seq:
+      description: Last origin sequence copied, where the server reports it.
+      type: int
+    error:
+      description: The server's error for this mirror or source, if any.
+      type: str
+    error_code:
+      description: The JetStream error code of RV(replication[].error).
+      type: int
+    status:
+      description: V(ok), V(lagging), V(inactive), V(stalled) or V(error).
+      type: str
+  sample:
+    - {stream: recv-cnc, domain: leaf, kind: mirror, source: cnc, source_domain: hub,
+       external_api: $JS.hub.API, active: 0.58, lag: 0, error: null, status: ok}
+report:
+  description: Text tables like C(nats stream report), per domain; one line per item.
+  returned: always
+  type: list
+  elements: str
+dot:
+  description: The replication graph in Graphviz dot; one cluster per domain, edges from origin to receiver.
+  returned: always
+  type: str
+domains:
+  description: The domains reported.
+  returned: always
+  type: list
+  elements: str
+unreachable:
+  description: Domains that did not answer, with C(domain) and C(error).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import time
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import (
+    LOCAL, domain_of, mark_stalled, render_dot, render_report, replication_rows, stream_row)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
+
+STREAM_NOT_FOUND = 10059
+
+ARGUMENT_SPEC = dict(
+    domains=dict(type="list", elements="str"),
+    streams=dict(type="list", elements="str"),
+    inactive_after=dict(type="raw", default="10s"),
+    recheck_after=dict(type="raw"),
+)
+
+
+class InfoFailure(Exception):
+    pass
+
+
+def _key(row):
+    return (row["domain"], row["stream"], row["kind"], row["source_domain"], row["source"])
+
+
+class DomainReader(object):
+    """Every stream of one domain (or imported API)."""
+
+    def __init__(self, client, domain=None, api_prefix=None):
+        self.js = JetStream(client, domain=domain, api_prefix=api_prefix)
+        self.domain = domain
+        self.api_prefix = api_prefix
+        self.infos = []
+
+    def names(self):
+        names, offset = [], 0
+        while True:
+            page = self.js.call("STREAM.NAMES", {"offset": offset})
+            batch = page.get("streams") or []
+            names.extend(batch)
+            offset += len(batch)
+            if not batch or offset >= page.get("total", 0):
+                return names
+
+    def info(self, name):
+        try:
+            return self.js.call("STREAM.INFO.%s" % name)
+        except JetStreamError as exc:
+            if exc.err_code == STREAM_NOT_FOUND:
+                return None
+            raise InfoFailure("stream %r %s: %s (err_code %s)" % (name, self.js.where(), exc.description,
+                                                                  exc.err_code))
+
+    def read(self, wanted=None):
+        for name in (wanted if wanted is not None else self.names()):
+            info = self.info(name)
+            if info is not None:
+                self.infos.append(info)
+        return self.infos
+
+    def label(self):
+        first = self.infos[0] if self.infos else {}
+        return self.domain or first.get("domain") or self.api_prefix or LOCAL
+
+
+class Report(object):
+    """Streams and replication of several domains read over one connection."""
+
+    def __init__(self, module, client, inactive_after):
+        self.module = module
+        self.client = client
+        self.inactive_after = inactive_after
+        self.readers = []
+        self.streams = []
+        self.replication = []
+        self.unreachable = []
+
+    def collect(self, targets, wanted):
+        for domain, api_prefix in targets:
+            reader = DomainReader(self.client, domain, api_prefix)
+            try:
+                reader.read(wanted)
+            except JetStreamError:
+                raise
+            except NatsClientError as exc:
+                self.unreachable.append(dict(domain=domain or api_prefix or LOCAL, error=str(exc)))
+                self.module.warn("JetStream %s did not answer: %s" % (reader.js.where(), exc))
+                continue
+            self.readers.append(reader)
+            for info in reader.infos:
+                here = domain_of(info, domain)
+                self.streams.append(stream_row(info, here))
+                self.replication.extend(replication_rows(info, here, self.inactive_after))
+
+    def recheck(self, delay):
+        """Read the lagging streams again and mark what did not move as stalled."""
+        lagging = set((r["domain"], r["stream"]) for r in self.replication if r["lag"])
+        if not lagging:
+            return
+        time.sleep(delay / 1e9)
+        streams, rows = [], []
+        for reader in self.readers:
+            for info in reader.infos:
+                here = domain_of(info, reader.domain)
+                if (here, info["config"]["name"]) in lagging:
+                    fresh = reader.info(info["config"]["name"])
+                    if fresh is not None:
+                        streams.append(stream_row(fresh, here))
+                        rows.extend(replication_rows(fresh, here, self.inactive_after))
+        mark_stalled(self.replication, rows, self.streams, streams)
+        fresh_rows = dict((_key(r), r) for r in rows)
+        self.replication = [fresh_rows.get(_key(r), r) for r in self.replication]
+        fresh_streams = dict(((s["domain"], s["name"]), s) for s in streams)
+        self.streams = [fresh_streams.get((s["domain"], s["name"]), s) for s in self.streams]
+
+    def result(self):
+        domains = [reader.label() for reader in self.readers]
+        streams = sorted(self.streams, key=lambda s: (s["domain"], s["name"]))
+        replication = sorted(self.replication, key=lambda r: (r["domain"], r["stream"], r["kind"] != "mirror",
+                                                              r["source"]))
+        return dict(changed=False, streams=streams, replication=replication, domains=domains,
+                    unreachable=self.unreachable, report=render_report(streams, replication, domains),
+                    dot=render_dot(streams, replication))
+
+
+def _duration(module, option):
+    value = module.params[option]
+    if value is None:
+        return None
+    try:
+        return duration_ns(value)
+    except ValueError as exc:
+        module.fail_json(msg="%s: %s" % (option, exc))
+
+
+def main():
+    module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True,
+                         mutually_exclusive=[["domains", "domain"], ["domains", "api_prefix"]])
+    require_nats_py(module)
+    params = module.params
+    inactive_after = _duration(module, "inactive_after")
+    recheck_after = _duration(module, "recheck_after")
+    if params["domains"]:
+        targets = [(domain, None) for domain in params["domains"]]
+    else:
+        targets = [(params["domain"], params["api_prefix"])]
+    wanted = params["streams"]
+
+    try:
+        with NatsClient(params) as client:
+            report = Report(module, client, inactive_after)
+            report.collect(targets, wanted)
+            if recheck_after is not None:
+                report.recheck(recheck_after)
+    except InfoFailure as exc:
+        module.fail_json(msg=str(exc))
+    except NatsClientError as exc:
+        module.fail_json(msg="cannot read streams: %s" % exc)
+
+    result = report.result()
+    if not result["domains"]:
+        module.fail_json(msg="no JetStream domain answered: %s" % "; ".join(
+            "%s: %s" % (u["domain"], u["error"]) for u in report.unreachable), unreachable=report.unreachable)
+    if wanted:
+        found = set(s["name"] for s in result["streams"])
+        missing = [name for name in wanted if name not in found]
+        if missing:
+            module.fail_json(msg="stream%s %s not found in %s" % (
+                "s" if len(missing) > 1 else "", ", ".join(repr(m) for m in missing),
+                ", ".join("domain %s" % d for d in result["domains"])), unreachable=report.unreachable)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

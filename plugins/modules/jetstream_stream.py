@@ -1,0 +1,689 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: jetstream_stream
+short_description: Manage JetStream streams, one or many per task
+description:
+  - Create, update, promote, recreate or delete JetStream streams in a domain or through an imported API.
+  - Only the options a task sets are compared with the server, after both sides are normalised
+    (durations, sizes, sorted subjects, metadata the server adds). Options left out keep the value the
+    stream has, or get the server's default when the stream is created.
+  - Changes the server refuses to make on a live stream (for example O(storage)) are detected before any
+    request, from the server's own update rules and its version; O(on_immutable_change) decides what happens.
+  - O(streams) converges a list of streams over one connection in one module run. Every item is validated
+    and planned before the first change is sent.
+  - Returns the JetStream API requests the run made, or would make in check mode.
+author:
+  - nats_edge.fleet contributors
+extends_documentation_fragment:
+  - nats_edge.fleet.connection
+  - nats_edge.fleet.connection.jetstream
+attributes:
+  check_mode:
+    support: full
+    description: Plans and returns the requests it would make, sends none of them.
+  diff_mode:
+    support: full
+    description: Returns the normalised configuration before and after, per stream.
+  idempotent:
+    support: full
+    description: A second run with the same options reports no change and sends no request that changes anything.
+options:
+  name:
+    description:
+      - Name of the stream. Required unless O(streams) is used; cannot be combined with it.
+      - Names cannot contain whitespace, V(.), V(*), V(>), V(/) or V(\\).
+    type: str
+  state:
+    description:
+      - V(present) creates the stream or brings it to the options set; V(absent) deletes it and its messages.
+      - With O(streams), the state of every item that does not set its own.
+    type: str
+    choices: [present, absent]
+    default: present
+  on_immutable_change:
+    description:
+      - What to do when an option differs in a way the server cannot change on a live stream
+        (see the notes for the rules).
+      - V(fail) fails naming the stream, the domain and the field, and changes nothing.
+      - V(recreate) deletes the stream and creates it from the options set (options left out get
+        the server's defaults). A stream that holds messages or consumers is only recreated with
+        O(allow_data_loss=true).
+      - With O(streams), the policy of every item that does not set its own.
+    type: str
+    choices: [fail, recreate]
+    default: fail
+  allow_data_loss:
+    description:
+      - Allow O(on_immutable_change=recreate) to delete a stream that holds messages or consumers.
+      - With O(streams), the value of every item that does not set its own.
+    type: bool
+    default: false
+  streams:
+    description:
+      - Streams to converge in one run, over one connection (the bulk form).
+      - Each item takes O(name) (required), O(state), O(on_immutable_change), O(allow_data_loss)
+        and every stream option of the single form (O(subjects), O(storage), ..., O(mirror), O(sources)),
+        with the same meaning. Items without O(state), O(on_immutable_change) or O(allow_data_loss)
+        take the task's value.
+      - Every item is validated and planned before anything is sent, so a bad item, two items whose
+        subjects overlap, or a change the rules refuse fails the task with nothing changed.
+        Deletions are sent first, then updates and promotions, then recreations, then creations.
+      - A refusal by the server while applying (for example subjects that overlap a stream not in the
+        list) stops the run; RV(actions) and RV(streams) then show what was already sent.
+    type: list
+    elements: dict
+  description:
+    description: Description of the stream.
+    type: str
+  subjects:
+    description:
+      - Subjects the stream stores; wildcards V(*) and V(>) allowed as whole tokens. Compared as a set.
+      - Not with O(mirror). Declaring subjects (or O(sources)) for a stream that is a mirror promotes it.
+      - A new stream without subjects, mirror or sources listens on its name.
+    type: list
+    elements: str
+  storage:
+    description: Storage of the messages. Cannot change on a live stream.
+    type: str
+    choices: [file, memory]
+  retention:
+    description:
+      - When messages are removed; V(limits) keeps them until a limit is reached, V(interest) while
+        consumers need them, V(workqueue) until one consumer acknowledges them.
+      - nats-server 2.10 and later switch between V(limits) and V(interest) on a live stream, never to or
+        from V(workqueue); 2.9 changes none.
+    type: str
+    choices: [limits, interest, workqueue]
+  discard:
+    description: At a limit, V(old) removes the oldest messages, V(new) refuses new ones.
+    type: str
+    choices: [old, new]
+  discard_new_per_subject:
+    description: Apply O(discard=new) per subject; needs O(discard=new) and O(max_msgs_per_subject).
+    type: bool
+  max_consumers:
+    description:
+      - Most consumers the stream accepts; V(-1) (or V(0)) for unlimited.
+      - Cannot change on a live stream before nats-server 2.12.
+    type: int
+  max_msgs:
+    description: Most messages kept; V(-1) (or V(0)) for unlimited.
+    type: int
+  max_bytes:
+    description:
+      - Most bytes kept, as bytes or a size such as V(512MB) or V(1GiB); V(-1) (or V(0)) for unlimited.
+      - Suffixes as nats-server reads them - V(K), V(M), V(G), V(T) are decimal; V(KB), V(KiB), V(MB),
+        V(MiB), V(GB), V(GiB), V(TB), V(TiB) binary.
+    type: raw
+  max_age:
+    description:
+      - Oldest message kept; V(0) keeps messages of any age.
+      - A duration is a number of seconds or a string of numbers with units V(ns), V(us), V(ms), V(s),
+        V(m), V(h), V(d), V(w) such as V(90s), V(1h30m) or V(7d).
+    type: raw
+  max_msgs_per_subject:
+    description: Most messages kept per subject; V(-1) (or V(0)) for unlimited.
+    type: int
+  max_msg_size:
+    description: Largest message accepted, as bytes or a size (see O(max_bytes)); V(-1) (or V(0)) for no limit.
+    type: raw
+  duplicate_window:
+    description:
+      - Window in which a repeated C(Nats-Msg-Id) is dropped, as a duration (see O(max_age)); at least
+        V(100ms). The server's default is V(2m), or O(max_age) when shorter.
+    type: raw
+  replicas:
+    description: Number of copies in a clustered JetStream, 1 to 5.
+    type: int
+    aliases: [num_replicas]
+  placement:
+    description:
+      - Where a clustered JetStream places the stream. Only the keys set are compared;
+        V({}) removes the placement.
+    type: dict
+    suboptions:
+      cluster:
+        description: Name of the cluster.
+        type: str
+      tags:
+        description: Server tags the replicas need. Compared as a set.
+        type: list
+        elements: str
+  no_ack:
+    description: Do not acknowledge published messages.
+    type: bool
+  allow_rollup:
+    description: Allow the C(Nats-Rollup) header to purge a subject or the stream. Not with O(deny_purge).
+    type: bool
+    aliases: [allow_rollup_hdrs]
+  deny_delete:
+    description: Refuse deleting messages through the API. Once set on a live stream it cannot be unset.
+    type: bool
+  deny_purge:
+    description: Refuse purging the stream through the API. Once set on a live stream it cannot be unset.
+    type: bool
+  allow_direct:
+    description: Allow direct get requests, answered by any replica.
+    type: bool
+  mirror_direct:
+    description:
+      - Let a mirror answer direct get requests for its origin.
+      - For a mirror of a stream in the same account and domain the server takes this from the origin's
+        O(allow_direct); a different value then fails after the write as not applied.
+    type: bool
+  compression:
+    description: Compression of stored messages. Needs nats-server 2.10 or later.
+    type: str
+    choices: [none, s2]
+  first_seq:
+    description: Sequence number of the first message of a new stream. Not with O(mirror). Needs nats-server 2.10.
+    type: int
+  subject_transform:
+    description:
+      - Rewrite the subject of incoming messages before they are stored. V({}) removes it.
+        Needs nats-server 2.10 or later.
+    type: dict
+    suboptions:
+      src:
+        description: Subjects to transform.
+        type: str
+      dest:
+        description: Subject to store them under, with mapping functions such as C({{wildcard(1)}}).
+        type: str
+  republish:
+    description:
+      - Republish stored messages to another subject. V({}) removes it.
+      - Cannot change on a live stream on nats-server 2.9.
+    type: dict
+    suboptions:
+      src:
+        description: Subjects of the stream to republish; all when left out.
+        type: str
+      dest:
+        description: Subject to republish to; required.
+        type: str
+      headers_only:
+        description: Republish the headers only.
+        type: bool
+  consumer_limits:
+    description: Defaults and limits for the consumers of the stream. Needs nats-server 2.10 or later.
+    type: dict
+    suboptions:
+      inactive_threshold:
+        description: Duration after which an inactive consumer is removed (see O(max_age)).
+        type: raw
+      max_ack_pending:
+        description: Most unacknowledged messages per consumer.
+        type: int
+  allow_msg_ttl:
+    description:
+      - Honour the per-message C(Nats-TTL) header. Once set on a live stream it cannot be unset.
+        Needs nats-server 2.11 or later.
+    type: bool
+  subject_delete_marker_ttl:
+    description:
+      - Leave a delete marker with this lifetime when max age removes the last message of a subject,
+        as a duration (see O(max_age)), at least 1 second. Not with O(mirror). Needs nats-server 2.11 or later.
+    type: raw
+  metadata:
+    description:
+      - String keys and values stored with the stream. Compared as a whole, so keys not listed are removed;
+        the keys nats-server adds (C(_nats.*)) are left alone. Needs nats-server 2.10 or later.
+    type: dict
+  mirror:
+    description:
+      - Make the stream a copy of one other stream, message for message. Not with O(subjects),
+        O(sources) or O(first_seq).
+      - A mirror cannot change, be added to or removed from a live stream, except that nats-server 2.12
+        and later promote a mirror to a normal stream when the task declares O(subjects) or O(sources)
+        for it and leaves O(mirror) out.
+    type: dict
+    suboptions:
+      name:
+        description: Name of the origin stream.
+        type: str
+        required: true
+      start_seq:
+        description: First sequence of the origin to copy.
+        type: int
+        aliases: [opt_start_seq]
+      start_time:
+        description:
+          - Copy from this time on, in RFC 3339 (a time without offset is UTC).
+          - Not with O(mirror.start_seq).
+        type: str
+        aliases: [opt_start_time]
+      filter_subject:
+        description: Copy only the messages on these subjects.
+        type: str
+      subject_transforms:
+        description: Filters with subject rewrites instead of O(mirror.filter_subject). Needs nats-server 2.10.
+        type: list
+        elements: dict
+        suboptions:
+          src:
+            description: Subjects to copy.
+            type: str
+            required: true
+          dest:
+            description: Subject to store them under.
+            type: str
+            required: true
+      domain:
+        description:
+          - JetStream domain of the origin stream; shorthand for O(mirror.external.api=$JS.<domain>.API).
+          - Not with O(mirror.external).
+        type: str
+      external:
+        description: API prefix (and delivery prefix) of an origin in another account or domain.
+        type: dict
+        suboptions:
+          api:
+            description: API prefix, for example C($JS.hub.API) or an imported C(JS.test@hub.API).
+            type: str
+            required: true
+          deliver:
+            description: Delivery prefix for the copied messages, when the account import needs one.
+            type: str
+            default: ""
+  sources:
+    description:
+      - Streams whose messages this stream also stores, each entry as in O(mirror). Compared as a set;
+        V([]) removes every source.
+      - Sources can be added and removed on a live stream.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Name of the origin stream.
+        type: str
+        required: true
+      start_seq:
+        description: First sequence of the origin to copy.
+        type: int
+        aliases: [opt_start_seq]
+      start_time:
+        description:
+          - Copy from this time on, in RFC 3339 (a time without offset is UTC).
+          - Not with O(sources[].start_seq).
+        type: str
+        aliases: [opt_start_time]
+      filter_subject:
+        description: Copy only the messages on these subjects.
+        type: str
+      subject_transforms:
+        description: Filters with subject rewrites instead of O(sources[].filter_subject). Needs nats-server 2.10.
+        type: list
+        elements: dict
+        suboptions:
+          src:
+            description: Subjects to copy.
+            type: str
+            required: true
+          dest:
+            description: Subject to store them under.
+            type: str
+            required: true
+      domain:
+        description:
+          - JetStream domain of the origin stream; shorthand for O(sources[].external.api=$JS.<domain>.API).
+          - Not with O(sources[].external).
+        type: str
+      external:
+        description: API prefix (and delivery prefix) of an origin in another account or domain.
+        type: dict
+        suboptions:
+          api:
+            description: API prefix, for example C($JS.hub.API) or an imported C(JS.test@hub.API).
+            type: str
+            required: true
+          deliver:
+            description: Delivery prefix for the copied messages, when the account import needs one.
+            type: str
+            default: ""
+notes:
+  - "Changes refused on a live stream, as the servers answer them (verified on 2.9.10, 2.10.26, 2.11.11, 2.12.8,
+    2.14.6 and 2.15.1): O(storage) never; O(retention) never on 2.9, never to or from V(workqueue) on any;
+    O(max_consumers) before 2.12; O(republish) on 2.9; O(deny_delete), O(deny_purge) and O(allow_msg_ttl)
+    once set; O(mirror) never changed or added, removed (promotion) from 2.12 on."
+  - The server's version comes from the stream itself (the metadata 2.11 and later add, or the fields a
+    server writes), and for a new stream that uses options of 2.10 or later from the account info of the domain.
+  - After every change the stream is read back; an option the server did not take as asked fails the task,
+    because it would report a change on every run.
+  - Deleting or recreating a stream also deletes its consumers.
+seealso:
+  - name: JetStream streams
+    description: What every stream option means.
+    link: https://docs.nats.io/nats-concepts/jetstream/streams
+"""
+
+EXAMPLES = r"""
+---
+- name: A stream of orders, kept for a week on file
+  nats_edge.fleet.jetstream_stream:
+    servers: nats://hub-1:4222
+    creds: /etc/nats/admin.creds
+    name: ORDERS
+    subjects: [orders.>]
+    storage: file
+    max_age: 7d
+    max_bytes: 10GiB
+    duplicate_window: 2m
+    metadata:
+      owner: shop
+
+- name: Command and control in the hub, declared in the hub's domain
+  nats_edge.fleet.jetstream_stream:
+    servers: nats://hub-1:4222
+    domain: hub
+    name: cnc
+    subjects: [cnc.>]
+    max_msgs_per_subject: 10
+
+- name: Each spoke mirrors the hub's cnc stream into its own domain
+  nats_edge.fleet.jetstream_stream:
+    servers: nats://spoke1-1:4222
+    domain: spoke-1
+    name: recv-cnc
+    mirror:
+      name: cnc
+      domain: hub
+
+- name: The hub aggregates the spokes' test streams
+  nats_edge.fleet.jetstream_stream:
+    servers: nats://hub-1:4222
+    domain: hub
+    name: aggregate
+    sources:
+      - name: test
+        domain: spoke-1
+      - name: test
+        domain: spoke-2
+        start_time: "2024-05-01T00:00:00Z"
+
+- name: Orders and returns, archived together, reported from a mirror; one task, one connection
+  nats_edge.fleet.jetstream_stream:
+    servers: nats://hub-1:4222
+    streams:
+      - name: ORDERS
+        subjects: [orders.>]
+      - name: RETURNS
+        subjects: [returns.>]
+      - name: ARCHIVE
+        sources: [{name: ORDERS}, {name: RETURNS}]
+        max_age: 365d
+        deny_delete: true
+      - name: REPORT
+        mirror: {name: ARCHIVE}
+        storage: memory
+        max_age: 1d
+
+- name: Many streams from the inventory, with defaults for every item
+  nats_edge.fleet.jetstream_stream:
+    servers: nats://hub-1:4222
+    on_immutable_change: fail
+    streams: "{{ site_streams }}"
+
+- name: A stream in the hub managed from the test account, through its import of the hub's API
+  nats_edge.fleet.jetstream_stream:
+    servers: nats://spoke1-1:4222
+    creds: /etc/nats/test.creds
+    api_prefix: JS.test@hub.API
+    name: test-inbox
+    subjects: [inbox.>]
+
+- name: Move a stream to memory storage, recreating it (its messages are lost)
+  nats_edge.fleet.jetstream_stream:
+    name: SCRATCH
+    subjects: [scratch.>]
+    storage: memory
+    on_immutable_change: recreate
+    allow_data_loss: true
+
+- name: Promote the spoke's mirror when the hub is gone for good (nats-server 2.12 or later)
+  nats_edge.fleet.jetstream_stream:
+    servers: nats://spoke1-1:4222
+    domain: spoke-1
+    name: recv-cnc
+    subjects: [cnc.>]
+
+- name: Remove a stream and its messages
+  nats_edge.fleet.jetstream_stream:
+    name: SCRATCH
+    state: absent
+"""
+
+RETURN = r"""
+name:
+  description: Name of the stream (single form).
+  returned: when O(name) is used
+  type: str
+  sample: ORDERS
+action:
+  description: What the run did, or would do in check mode (single form).
+  returned: when O(name) is used
+  type: str
+  choices: [none, create, update, promote, recreate, delete]
+  sample: update
+stream:
+  description:
+    - The stream as the server reports it after the run (STREAM.INFO without the response envelope),
+      with C(config), C(state), C(created), and C(cluster), C(mirror), C(sources), C(domain) when the server sends them.
+    - Durations in nanoseconds, as the server reports them.
+    - In check mode, the stream as it is before the run. Empty when the stream does not exist.
+  returned: when O(name) is used
+  type: dict
+  sample:
+    config:
+      name: ORDERS
+      subjects: [orders.>]
+      retention: limits
+      storage: file
+      max_age: 604800000000000
+      num_replicas: 1
+    state:
+      messages: 42
+      bytes: 5100
+      first_seq: 1
+      last_seq: 42
+      consumer_count: 1
+    created: "2024-05-01T10:00:00.123456789Z"
+streams:
+  description: One entry per item of O(streams), in the order given.
+  returned: when O(streams) is used
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Name of the stream.
+      type: str
+    action:
+      description: What the run did to it, as RV(action).
+      type: str
+    changed:
+      description: Whether the run changed it (or would, in check mode).
+      type: bool
+    stream:
+      description: The stream as the server reports it, as RV(stream).
+      type: dict
+    diff:
+      description: Normalised configuration before and after, in diff mode.
+      type: dict
+actions:
+  description:
+    - The JetStream API requests that change something, in the order sent; in check mode the ones that
+      would be sent. Read-only requests (STREAM.INFO, INFO) are not listed.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    subject:
+      description: API subject, with the domain or import prefix.
+      type: str
+      sample: $JS.hub.API.STREAM.UPDATE.ORDERS
+    body:
+      description: Request body (the stream config), null for deletions.
+      type: dict
+  sample:
+    - subject: $JS.hub.API.STREAM.UPDATE.ORDERS
+      body: {name: ORDERS, subjects: [orders.>], max_age: 604800000000000}
+diff:
+  description:
+    - Normalised configuration before and after (durations in nanoseconds, sizes in bytes);
+      a list with one entry per stream for O(streams).
+  returned: in diff mode
+  type: raw
+"""
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    JetStream,
+    JetStreamError,
+    NatsClient,
+    NatsClientError,
+    nats_module,
+    require_nats_py,
+)
+
+_ORDER = ("delete", "update", "promote", "recreate", "create")
+_ENVELOPE = ("type", "total", "offset", "limit", "did_create")
+
+
+class StreamManager(object):
+    """Fetch every declared stream, plan them all, then act on the plans."""
+
+    def __init__(self, module, declared):
+        self.module = module
+        self.declared = declared
+        self.check_mode = module.check_mode
+        self.js = None
+        self.results = {}
+
+    def run(self, client):
+        self.js = JetStream(client, domain=self.module.params.get("domain"),
+                            api_prefix=self.module.params.get("api_prefix"))
+        infos = {}
+        for desired in self.declared:
+            try:
+                infos[desired.name] = self.info(desired.name)
+            except JetStreamError as exc:
+                raise StreamFailure("stream %r %s: %s" % (desired.name, self.js.where(), exc))
+        create_version = None
+        if any(infos[d.name] is None and d.state == "present" and js_stream.needs_version(d.config)
+               for d in self.declared):
+            create_version = js_stream.version_from_account(self.js.call("INFO"))
+        plans = []
+        for desired in self.declared:
+            info = infos[desired.name]
+            version = js_stream.version_from_stream(info) if info else create_version
+            plans.append((desired, js_stream.plan(desired, info, version, self.js.where()), info))
+        for desired, plan, info in plans:
+            self.results[desired.name] = self.entry(plan, info)
+        for action in _ORDER:
+            for desired, plan, info in plans:
+                if plan.action == action:
+                    self.apply(desired, plan)
+
+    def info(self, name):
+        try:
+            return self.js.call("STREAM.INFO.%s" % name)
+        except JetStreamError as exc:
+            if exc.err_code == js_stream.ERR_STREAM_NOT_FOUND:
+                return None
+            raise
+
+    def entry(self, plan, info):
+        entry = dict(name=plan.name, action=plan.action, changed=False, stream=_stream(info))
+        if self.module._diff:
+            entry["diff"] = js_stream.diff(plan)
+        return entry
+
+    def apply(self, desired, plan):
+        name = plan.name
+        where = self.js.where()
+        requests = dict(delete=["DELETE"], create=["CREATE"], recreate=["DELETE", "CREATE"],
+                        update=["UPDATE"], promote=["UPDATE"])[plan.action]
+        for request in requests:
+            try:
+                self.js.change("STREAM.%s.%s" % (request, name), None if request == "DELETE" else plan.body,
+                               self.check_mode)
+            except JetStreamError as exc:
+                if plan.action == "recreate" and request == "CREATE":
+                    self.results[name].update(changed=True, stream={})
+                    raise StreamFailure("stream %r %s: deleted to be recreated, but the server refused to create "
+                                        "it: %s" % (name, where, exc))
+                raise StreamFailure("stream %r %s: the server refused to %s it: %s"
+                                    % (name, where, plan.action, exc))
+        self.results[name]["changed"] = True
+        if self.check_mode:
+            return
+        info = None if plan.action == "delete" else self.info(name)
+        self.results[name]["stream"] = _stream(info)
+        if info is None:
+            if plan.action != "delete":
+                raise StreamFailure("stream %r %s: not found after %s" % (name, self.js.where(), plan.action))
+            return
+        missed = js_stream.not_applied(desired.config, info)
+        if missed:
+            have = js_stream.from_api(info["config"])
+            raise StreamFailure("stream %r %s: the server did not apply %s" % (name, self.js.where(), ", ".join(
+                "%s (asked %r, has %r)" % (f, _get(desired.config, f), _get(have, f)) for f in missed)))
+
+    def result(self, bulk):
+        entries = [self.results[d.name] for d in self.declared if d.name in self.results]
+        result = dict(changed=any(e["changed"] for e in entries), actions=self.js.actions if self.js else [])
+        if bulk:
+            result["streams"] = entries
+            if self.module._diff:
+                result["diff"] = [e["diff"] for e in entries if e["changed"]]
+        elif entries:
+            entry = entries[0]
+            result.update(name=entry["name"], action=entry["action"], stream=entry["stream"])
+            if self.module._diff:
+                result["diff"] = entry["diff"]
+        return result
+
+
+class StreamFailure(Exception):
+    """A failure after the plan: the result still reports what was sent."""
+
+
+def _stream(info):
+    if not info:
+        return {}
+    return dict((k, v) for k, v in info.items() if k not in _ENVELOPE)
+
+
+def _get(data, path):
+    for key in path.split("."):
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
+
+
+def main():
+    module = nats_module(js_stream.module_argspec(), jetstream=True, supports_check_mode=True,
+                         required_one_of=[["name", "streams"]], mutually_exclusive=[["name", "streams"]])
+    try:
+        declared = js_stream.desired_items(module.params)
+    except js_stream.StreamError as exc:
+        module.fail_json(msg=str(exc), changed=False, actions=[])
+    require_nats_py(module)
+    bulk = module.params.get("streams") is not None
+    manager = StreamManager(module, declared)
+    try:
+        with NatsClient(module.params) as client:
+            manager.run(client)
+    except (js_stream.StreamError, StreamFailure, NatsClientError) as exc:
+        module.fail_json(msg=str(exc), **manager.result(bulk))
+    module.exit_json(**manager.result(bulk))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""jetstream_info against a hub and a leaf with their own JetStream domains: the hub's ``cnc``
+mirrored into the leaf as ``recv-cnc``, the leaf's ``test`` sourced into the hub's ``aggregate``
+(with a second source from a domain that does not exist), on the PyPI build and on 2.9.10."""
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import time
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClient
+
+
+@contextlib.contextmanager
+def jetstream(url, domain=None):
+    with NatsClient({"servers": [url], "timeout": 5.0}) as client:
+        yield JetStream(client, domain=domain)
+
+
+def publish(url, subject, count):
+    with NatsClient({"servers": [url], "timeout": 5.0}) as client:
+        for number in range(count):
+            ack = json.loads(client.request(subject, b"reading %d" % number).decode())
+            assert "seq" in ack, ack
+
+
+def build_replication(env):
+    with jetstream(env["hub"]) as hub:
+        hub.call("STREAM.CREATE.cnc", {"name": "cnc", "subjects": ["cnc.>"]})
+        hub.call("CONSUMER.CREATE.cnc.DUR", {"stream_name": "cnc", "config": {"durable_name": "DUR",
+                                                                              "ack_policy": "explicit"}})
+    with jetstream(env["leaf"]) as leaf:
+        leaf.call("STREAM.CREATE.test", {"name": "test", "subjects": ["test.>"]})
+    publish(env["hub"], "cnc.reboot", 5)
+    publish(env["leaf"], "test.temperature", 4)
+    with jetstream(env["leaf"]) as leaf:
+        leaf.call("STREAM.CREATE.recv-cnc", {"name": "recv-cnc",
+                                             "mirror": {"name": "cnc", "external": {"api": "$JS.hub.API"}}})
+    with jetstream(env["hub"]) as hub:
+        hub.call("STREAM.CREATE.aggregate", {"name": "aggregate", "sources": [
+            {"name": "test", "external": {"api": "$JS.leaf.API"}},
+            {"name": "ghost", "external": {"api": "$JS.nowhere.API"}}]})
+
+
+def by_name(rows, **match):
+    return [r for r in rows if all(r[k] == v for k, v in match.items())]
+
+
+def test_report_of_two_domains_in_one_run(hub_and_leaf, module):
+    env = hub_and_leaf
+    build_replication(env)
+    args = dict(servers=[env["hub"]], domains=["hub", "leaf"])
+
+    deadline = time.monotonic() + 30
+    while True:
+        result = module("jetstream_info", args)
+        assert not result.get("failed") and not result["changed"], result
+        rows = result["replication"]
+        mirror = by_name(rows, stream="recv-cnc")[0]
+        source = by_name(rows, stream="aggregate", source="test")[0]
+        if mirror["lag"] == 0 and source["lag"] == 0 and by_name(result["streams"], name="aggregate")[0][
+                "messages"] == 4 and by_name(result["streams"], name="recv-cnc")[0]["messages"] == 5:
+            break
+        assert time.monotonic() < deadline, "replication did not converge: %s" % json.dumps(result["report"])
+        time.sleep(0.5)
+
+    assert result["domains"] == ["hub", "leaf"] and result["unreachable"] == []
+    streams = dict(((s["domain"], s["name"]), s) for s in result["streams"])
+    assert sorted(streams) == [("hub", "aggregate"), ("hub", "cnc"), ("leaf", "recv-cnc"), ("leaf", "test")]
+    cnc = streams["hub", "cnc"]
+    assert (cnc["messages"], cnc["consumers"], cnc["replicas"], cnc["first_seq"], cnc["last_seq"]) == (5, 1, 1, 1, 5)
+    assert streams["leaf", "test"]["messages"] == 4 and streams["leaf", "recv-cnc"]["mirror"] == "cnc"
+    assert streams["hub", "aggregate"]["sources"] == ["test", "ghost"]
+    if not env["version"].startswith("2.9."):
+        assert (cnc["leader"], streams["leaf", "test"]["leader"]) == ("hub", "leaf")
+
+    assert (mirror["kind"], mirror["source"], mirror["source_domain"], mirror["external_api"], mirror["domain"]) == (
+        "mirror", "cnc", "hub", "$JS.hub.API", "leaf")
+    assert mirror["status"] == "ok" and mirror["error"] is None and mirror["active"] is not None, mirror
+    assert (source["kind"], source["source_domain"], source["external_api"], source["status"]) == (
+        "source", "leaf", "$JS.leaf.API", "ok"), source
+
+    ghost = by_name(rows, source="ghost")[0]
+    assert ghost["source_domain"] == "nowhere", ghost
+    assert ghost["status"] in ("inactive", "error") and ghost["active"] is None, ghost
+
+    report = "\n".join(result["report"])
+    for title in ("Stream Report: domain hub", "Replication Report: domain hub", "Stream Report: domain leaf",
+                  "Replication Report: domain leaf"):
+        assert title in report, report
+    assert "$JS.nowhere.API" in report and "never" in report
+
+    dot = result["dot"]
+    assert '"hub/cnc" -> "leaf/recv-cnc" [label="mirror", color=blue];' in dot, dot
+    assert '"leaf/test" -> "hub/aggregate" [label="source", color=darkgreen];' in dot, dot
+    assert '"nowhere/ghost" -> "hub/aggregate"' in dot and 'label="domain nowhere";' in dot, dot
+    if shutil.which("dot"):
+        subprocess.run(["dot", "-Tsvg", "-o", os.devnull], input=dot, text=True, check=True)
+
+    checked = module("jetstream_info", args, check_mode=True)
+    assert not checked["changed"] and [s["name"] for s in checked["streams"]] == [s["name"] for s in
+                                                                                   result["streams"]]
+
+
+def test_stream_filter_unreachable_domains_and_options(hub_and_leaf, module):
+    env = hub_and_leaf
+    build_replication(env)
+
+    only = module("jetstream_info", dict(servers=[env["leaf"]], domains=["hub", "leaf"], streams=["cnc", "test"]))
+    assert sorted((s["domain"], s["name"]) for s in only["streams"]) == [("hub", "cnc"), ("leaf", "test")], only
+    assert only["replication"] == []
+
+    missing = module("jetstream_info", dict(servers=[env["hub"]], domain="hub", streams=["nope"]))
+    assert missing["failed"] and "'nope' not found in domain hub" in missing["msg"], missing
+
+    partly = module("jetstream_info", dict(servers=[env["hub"]], domains=["hub", "nowhere"]))
+    assert not partly.get("failed") and partly["domains"] == ["hub"], partly
+    assert [u["domain"] for u in partly["unreachable"]] == ["nowhere"]
+    assert "nowhere" in json.dumps(partly.get("warnings"))
+
+    nothing = module("jetstream_info", dict(servers=[env["hub"]], domains=["nowhere"]))
+    assert nothing["failed"] and "no JetStream domain answered" in nothing["msg"], nothing
+
+    bad = module("jetstream_info", dict(servers=[env["hub"]], recheck_after="a while"))
+    assert bad["failed"] and "recheck_after" in bad["msg"], bad
+
+    local = module("jetstream_info", dict(servers=[env["leaf"]], recheck_after="1s", inactive_after="30s"))
+    assert local["domains"] == ["leaf"] and not local.get("failed"), local
+    assert by_name(local["streams"], name="recv-cnc")[0]["domain"] == "leaf"

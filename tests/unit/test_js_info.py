@@ -1,0 +1,200 @@
+"""The stream and replication report and the dot graph, from STREAM.INFO replies as servers sent them."""
+
+import copy
+import re
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_info as ji
+
+SECOND = 10 ** 9
+INACTIVE_AFTER = 10 * SECOND
+
+# hub (2.15.1): "cnc" with subjects; "aggregate" sourcing the leaf's "test" and a stream of a domain that
+# does not exist. The server lists sources in any order.
+CNC = {
+    "config": {"name": "cnc", "subjects": ["cnc.>"], "storage": "file", "num_replicas": 1,
+               "metadata": {"_nats.ver": "2.15.1"}},
+    "created": "2026-11-22T17:16:17.5Z",
+    "state": {"messages": 3, "bytes": 111, "first_seq": 1, "last_seq": 3, "num_subjects": 1, "consumer_count": 1},
+    "domain": "hub", "cluster": {"leader": "hub15"},
+}
+AGGREGATE = {
+    "config": {"name": "aggregate", "storage": "file", "num_replicas": 1,
+               "sources": [{"name": "test", "external": {"api": "$JS.leaf.API", "deliver": ""}},
+                           {"name": "ghost", "external": {"api": "$JS.nowhere.API", "deliver": ""}}]},
+    "state": {"messages": 3, "bytes": 333, "first_seq": 1, "last_seq": 3, "consumer_count": 0},
+    "domain": "hub", "cluster": {"leader": "hub15"},
+    "sources": [{"name": "ghost", "external": {"api": "$JS.nowhere.API", "deliver": ""}, "lag": 0, "active": -1},
+                {"name": "test", "external": {"api": "$JS.leaf.API", "deliver": ""}, "lag": 0, "seq": 3,
+                 "active": 527616434}],
+}
+# leaf (2.9.10): the mirror of the hub's "cnc"; 2.9 reports no cluster block for a single server.
+RECV_CNC = {
+    "config": {"name": "recv-cnc", "storage": "file", "num_replicas": 1,
+               "mirror": {"name": "cnc", "external": {"api": "$JS.hub.API", "deliver": ""}}},
+    "state": {"messages": 3, "bytes": 111, "first_seq": 1, "last_seq": 3, "consumer_count": 0},
+    "domain": "leaf",
+    "mirror": {"name": "cnc", "external": {"api": "$JS.hub.API", "deliver": ""}, "lag": 0, "active": 554259824},
+}
+TEST = {
+    "config": {"name": "test", "subjects": ["test.>"], "storage": "memory", "num_replicas": 3,
+               "placement": {"cluster": "edge", "tags": ["site:a"]}},
+    "state": {"messages": 1500, "bytes": 3 * 1024 ** 2, "first_seq": 1, "last_seq": 1500, "num_deleted": 2,
+              "consumer_count": 2},
+    "domain": "leaf",
+    "cluster": {"name": "edge", "leader": "leaf-1",
+                "replicas": [{"name": "leaf-2", "current": True, "active": 120000000, "lag": 0},
+                             {"name": "leaf-3", "current": False, "active": 9 * SECOND, "lag": 12}]},
+}
+
+
+def collect(*infos, **kwargs):
+    streams, rows = [], []
+    for info in infos:
+        domain = ji.domain_of(info)
+        streams.append(ji.stream_row(info, domain))
+        rows.extend(ji.replication_rows(info, domain, kwargs.get("inactive_after", INACTIVE_AFTER)))
+    return streams, rows
+
+
+def test_stream_rows_carry_the_counts_and_the_leader():
+    streams, _ = collect(CNC, TEST)
+    cnc, test = streams
+    assert (cnc["name"], cnc["domain"], cnc["messages"], cnc["bytes"], cnc["consumers"], cnc["replicas"],
+            cnc["leader"]) == ("cnc", "hub", 3, 111, 1, 1, "hub15")
+    assert (test["deleted"], test["cluster"], test["leader"], test["storage"]) == (2, "edge", "leaf-1", "memory")
+    assert test["peers"][1] == {"name": "leaf-3", "current": False, "lag": 12, "active": 9.0, "offline": False}
+
+
+def test_mirror_across_domains():
+    _, rows = collect(RECV_CNC)
+    assert rows == [{
+        "stream": "recv-cnc", "domain": "leaf", "kind": "mirror", "source": "cnc", "source_domain": "hub",
+        "external_api": "$JS.hub.API", "deliver_prefix": None, "filter": None, "lag": 0, "active": 0.554,
+        "seq": None, "error": None, "error_code": None, "status": "ok"}]
+
+
+def test_sources_follow_the_config_order_and_show_a_domain_that_never_answered():
+    _, rows = collect(AGGREGATE)
+    assert [(r["source"], r["source_domain"], r["active"], r["status"]) for r in rows] == [
+        ("test", "leaf", 0.528, "ok"), ("ghost", "nowhere", None, "inactive")]
+
+
+def test_errors_lag_and_silence_set_the_status():
+    info = copy.deepcopy(AGGREGATE)
+    ghost, test = info["sources"]
+    ghost.update(error={"code": 404, "err_code": 10059, "description": "stream not found"})
+    test.update(active=SECOND)
+    _, rows = collect(info)
+    assert rows[0]["status"] == "ok"
+    assert (rows[1]["status"], rows[1]["error"], rows[1]["error_code"]) == ("error", "stream not found", 10059)
+    test.update(lag=7)
+    _, rows = collect(info)
+    assert rows[0]["status"] == "lagging"
+    test.update(active=30 * SECOND)
+    _, rows = collect(info)
+    assert rows[0]["status"] == "inactive"
+
+
+def test_source_domain():
+    assert ji.source_domain({"api": "$JS.hub.API"}, "leaf") == "hub"
+    assert ji.source_domain({"api": "$JS.hub.API."}, "leaf") == "hub"
+    assert ji.source_domain(None, "leaf") == "leaf"
+    assert ji.source_domain({"api": "JS.acc@hub.API"}, "leaf") == "JS.acc@hub.API"
+
+
+def test_filters_and_transforms_are_shown():
+    info = copy.deepcopy(AGGREGATE)
+    info["config"]["sources"][0]["filter_subject"] = "test.a"
+    info["config"]["sources"][1]["subject_transforms"] = [{"src": "x.>", "dest": "y.>"}]
+    _, rows = collect(info)
+    assert [r["filter"] for r in rows] == ["test.a", "x.> to y.>"]
+
+
+def test_a_source_that_keeps_lagging_without_moving_is_stalled():
+    first = copy.deepcopy(AGGREGATE)
+    first["sources"][1].update(lag=50, seq=10)  # the source "test"
+    first_streams, first_rows = collect(first)
+    moving = copy.deepcopy(first)
+    moving["sources"][1].update(lag=50, seq=20)
+    stuck = copy.deepcopy(first)
+    stuck["sources"][1].update(lag=55, seq=10)
+    shrinking = copy.deepcopy(first)
+    shrinking["sources"][1].update(lag=20, seq=10)
+    for info, expected in ((moving, "lagging"), (stuck, "stalled"), (shrinking, "lagging")):
+        streams, rows = collect(info)
+        ji.mark_stalled(first_rows, rows, first_streams, streams)
+        assert rows[0]["status"] == expected, info["sources"][1]
+
+
+def test_without_source_sequences_the_receiving_stream_shows_progress():
+    first = copy.deepcopy(RECV_CNC)
+    first["mirror"]["lag"] = 9
+    first_streams, first_rows = collect(first)
+    same = copy.deepcopy(first)
+    streams, rows = collect(same)
+    ji.mark_stalled(first_rows, rows, first_streams, streams)
+    assert rows[0]["status"] == "stalled"
+    grown = copy.deepcopy(first)
+    grown["state"]["last_seq"] = 5
+    streams, rows = collect(grown)
+    ji.mark_stalled(first_rows, rows, first_streams, streams)
+    assert rows[0]["status"] == "lagging"
+
+
+def test_report_has_a_stream_table_and_a_replication_table_per_domain():
+    streams, rows = collect(CNC, AGGREGATE, RECV_CNC, TEST)
+    lines = ji.render_report(streams, rows, ["hub", "leaf"])
+    text = "\n".join(lines)
+    assert lines[0] == "Stream Report: domain hub"
+    assert text.index("Stream Report: domain hub") < text.index("Replication Report: domain hub") < \
+        text.index("Stream Report: domain leaf") < text.index("Replication Report: domain leaf")
+    assert re.search(r"\| aggregate \| Source \| \$JS\.nowhere\.API +\| ghost +\| +\| never +\| 0 +\| inactive", text)
+    assert re.search(r"\| recv-cnc +\| Mirror \| \$JS\.hub\.API \| cnc +\| +\| 554ms +\| 0 +\| ok", text)
+    assert re.search(r"\| test +\| Memory +\| cluster: edge tags: site:a \| 2 +\| 1,500 +\| 3 MiB +\| 2 +\| "
+                     r"3: leaf-1\*, leaf-2, leaf-3! \| leaf-1 \|", text)
+    table_lines = [line for line in lines if line.startswith(("|", "+"))]
+    widths = set()
+    for line in lines:
+        if line.startswith("Stream Report") or line.startswith("Replication Report") or not line:
+            widths = set()
+        elif line.startswith(("|", "+")):
+            widths.add(len(line))
+            assert len(widths) == 1, "columns do not line up: %r" % line
+    assert table_lines
+
+
+def test_bytes_and_counts_read_like_nats_stream_report():
+    assert [ji.format_bytes(n) for n in (0, 273, 1536, 10 * 1024 ** 3)] == ["0 B", "273 B", "1.5 KiB", "10 GiB"]
+    assert ji.format_count(1234567) == "1,234,567"
+
+
+def test_a_domain_without_streams_says_so():
+    assert ji.render_report([], [], ["leaf"]) == ["Stream Report: domain leaf: no streams"]
+
+
+def test_dot_graph_has_a_cluster_per_domain_and_an_edge_per_replication():
+    streams, rows = collect(CNC, AGGREGATE, RECV_CNC, TEST)
+    dot = ji.render_dot(streams, rows)
+    assert dot.startswith('digraph "replication" {') and dot.rstrip().endswith("}")
+    assert dot.count("{") == dot.count("}")
+    for domain in ("hub", "leaf", "nowhere"):
+        assert 'label="domain %s";' % domain in dot
+    assert '"hub/cnc" -> "leaf/recv-cnc" [label="mirror", color=blue];' in dot
+    assert '"leaf/test" -> "hub/aggregate" [label="source", color=darkgreen];' in dot
+    assert '"nowhere/ghost" -> "hub/aggregate" [label="source (inactive)", color=red, style=dashed];' in dot
+    assert '"nowhere/ghost" [label="ghost", style=dashed];' in dot
+    assert '"hub/cnc" [label="cnc"];' in dot
+
+
+def test_dot_quotes_what_it_must():
+    info = copy.deepcopy(RECV_CNC)
+    info["config"]["name"] = 'we"ird'
+    streams, rows = collect(info)
+    assert '"leaf/we\\"ird"' in ji.render_dot(streams, rows)
+
+
+def test_dot_for_an_imported_api_labels_the_prefix():
+    info = copy.deepcopy(RECV_CNC)
+    info["mirror"]["external"]["api"] = "JS.acc@hub.API"
+    streams, rows = collect(info)
+    assert 'label="JS.acc@hub.API";' in ji.render_dot(streams, rows)
