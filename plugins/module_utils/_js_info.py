@@ -100,15 +100,23 @@ def replication_rows(info, domain, inactive_after):
 
 def _sources(info, config):
     """Sources with their state, in the order of the config (the server's list is unordered)."""
-    state = dict((s.get("name"), s) for s in info.get("sources") or [])
+    state = dict((_source_identity(s), s) for s in info.get("sources") or [])
     if not config.get("sources"):
         return sorted(state.values(), key=lambda s: s.get("name") or "")
     merged = []
     for source in config["sources"]:
         entry = dict(source)
-        entry.update(state.get(source.get("name"), {}))
+        entry.update(state.get(_source_identity(source), {}))
         merged.append(entry)
     return merged
+
+
+def _source_identity(source):
+    """Streams of one name in different domains or accounts, or with other
+    filters, are different sources."""
+    return (source.get("name"), (source.get("external") or {}).get("api") or "",
+            source.get("filter_subject") or "",
+            tuple((t.get("src"), t.get("dest")) for t in source.get("subject_transforms") or []))
 
 
 def _filter_text(entry):

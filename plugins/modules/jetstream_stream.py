@@ -355,7 +355,7 @@ notes:
     once set; O(mirror) never changed or added, removed (promotion) from 2.12 on."
   - The server's version comes from the stream itself (the metadata 2.11 and later add, or the fields a
     server writes), and for a new stream that uses options of 2.10 or later from the account info of the domain.
-  - After every change the stream is read back; an option the server did not take as asked fails the task,
+  - After every change the server's view of the stream (its reply) is checked; an option the server did not take as asked fails the task,
     because it would report a change on every run.
   - Deleting or recreating a stream also deletes its consumers.
 seealso:
@@ -610,10 +610,11 @@ class StreamManager(object):
         where = self.js.where()
         requests = dict(delete=["DELETE"], create=["CREATE"], recreate=["DELETE", "CREATE"],
                         update=["UPDATE"], promote=["UPDATE"])[plan.action]
+        reply = None
         for request in requests:
             try:
-                self.js.change("STREAM.%s.%s" % (request, name), None if request == "DELETE" else plan.body,
-                               self.check_mode)
+                reply = self.js.change("STREAM.%s.%s" % (request, name), None if request == "DELETE" else plan.body,
+                                       self.check_mode)
             except JetStreamError as exc:
                 if plan.action == "recreate" and request == "CREATE":
                     self.results[name].update(changed=True, stream={})
@@ -624,7 +625,8 @@ class StreamManager(object):
         self.results[name]["changed"] = True
         if self.check_mode:
             return
-        info = None if plan.action == "delete" else self.info(name)
+        # a create or update reply is the stream as the server now has it
+        info = None if plan.action == "delete" else (reply if (reply or {}).get("config") else self.info(name))
         self.results[name]["stream"] = _stream(info)
         if info is None:
             if plan.action != "delete":

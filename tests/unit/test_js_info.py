@@ -79,6 +79,23 @@ def test_sources_follow_the_config_order_and_show_a_domain_that_never_answered()
         ("test", "leaf", 0.528, "ok"), ("ghost", "nowhere", None, "inactive")]
 
 
+def test_sources_of_one_name_in_two_domains_keep_their_own_state():
+    aggregate = {
+        "config": {"name": "aggregate", "sources": [
+            {"name": "test", "external": {"api": "$JS.spoke-1.API", "deliver": ""}},
+            {"name": "test", "external": {"api": "$JS.spoke-2.API", "deliver": ""}}]},
+        "state": {"messages": 0, "bytes": 0, "first_seq": 0, "last_seq": 0, "consumer_count": 0},
+        "domain": "hub",
+        "sources": [{"name": "test", "external": {"api": "$JS.spoke-2.API", "deliver": ""}, "lag": 7,
+                     "active": SECOND},
+                    {"name": "test", "external": {"api": "$JS.spoke-1.API", "deliver": ""}, "lag": 0,
+                     "active": 2 * SECOND}],
+    }
+    _, rows = collect(aggregate)
+    assert [(r["source_domain"], r["external_api"], r["lag"], r["active"]) for r in rows] == [
+        ("spoke-1", "$JS.spoke-1.API", 0, 2.0), ("spoke-2", "$JS.spoke-2.API", 7, 1.0)]
+
+
 def test_errors_lag_and_silence_set_the_status():
     info = copy.deepcopy(AGGREGATE)
     ghost, test = info["sources"]
