@@ -301,6 +301,14 @@ def build_config(s):
     if leafnodes:
         conf["leafnodes"] = leafnodes
 
+    if s.get("operator_jwt"):
+        if s.get("accounts"):
+            raise ConfigError("nats_server_accounts cannot be used in operator mode (nats_server_operator_jwt_src): "
+                              "accounts come from the resolver")
+        conf["operator"] = s["operator_jwt"]
+        conf["resolver"] = _resolver(s)
+        if s.get("resolver_preload"):
+            conf["resolver_preload"] = dict(sorted(s["resolver_preload"].items()))
     if s.get("accounts"):
         conf["accounts"] = copy.deepcopy(s["accounts"])
     if s.get("system_account"):
@@ -331,6 +339,19 @@ def _jetstream(s):
     return js
 
 
+def _resolver(s):
+    """The full account resolver by default, stored beside JetStream."""
+    resolver = {"type": "full", "dir": "%s/jwt" % str(s.get("jetstream_store_dir") or "/var/lib/nats-server").rstrip("/"),
+                "allow_delete": False, "interval": "2m"}
+    resolver.update(s.get("resolver") or {})
+    if resolver.get("type") not in ("full", "cache"):
+        raise ConfigError("nats_server_resolver.type: %r is not a resolver this role runs (full, cache)"
+                          % resolver.get("type"))
+    if resolver.get("interval"):
+        check_duration(resolver["interval"], "nats_server_resolver.interval")
+    return resolver
+
+
 def _remote(s, remote, index):
     where = "nats_server_leafnode_remotes[%d]" % index
     if not isinstance(remote, dict):
@@ -347,6 +368,10 @@ def _remote(s, remote, index):
     if not urls:
         raise ConfigError("%s: no urls (set urls, url or hub_group)" % where)
     out = {"urls": urls}
+    if remote.get("account") and remote["account"] == s.get("system_account") and not remote.get("system_account"):
+        raise ConfigError("%s: account %s is the system account; joining system accounts across a leaf "
+                          "connection merges the servers' system traffic. Set system_account: true on the "
+                          "remote to do it anyway" % (where, remote["account"]))
     if remote.get("account"):
         out["account"] = remote["account"]
     credentials = remote_credentials(s.get("config_dir", "/etc/nats-server"), remote, index)
@@ -359,6 +384,7 @@ def _remote(s, remote, index):
 
 
 _REMOTE_KEYS = {"urls", "url", "hub_group", "scheme", "port", "account", "credentials", "credentials_src",
+                "system_account",
                 "tls", "deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"}
 
 

@@ -74,3 +74,46 @@ def test_hub_and_leaf_with_their_own_jetstream_domains(nats_binary, tmp_path, st
     assert hub_server.wait(lambda: hub_server.get("healthz")["status"] == "ok")
     varz = edge_server.get("varz")
     assert varz["jetstream"]["config"]["max_memory"] == 256 * 1024**2
+
+
+def test_operator_mode_with_the_full_resolver(nats_binary, tmp_path, start_server):
+    """What the role renders in operator mode starts, serves the preloaded
+    system account and takes an account pushed to its resolver."""
+    import asyncio
+    import json
+
+    import nats
+
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+
+    binary, version = nats_binary
+    op, sys_acc, sys_user = jwt.new_seed("operator"), jwt.new_seed("account"), jwt.new_seed("user")
+    sys_pub = jwt.public_key(sys_acc)
+    (tmp_path / "operator.jwt").write_text(
+        jwt.encode(jwt.operator_claims("OP", jwt.public_key(op), system_account=sys_pub), op))
+    sys_jwt = jwt.encode(jwt.account_claims("SYS", sys_pub), op)
+    creds = tmp_path / "sys.creds"
+    creds.write_text(jwt.creds(jwt.encode(jwt.user_claims("sys", jwt.public_key(sys_user)), sys_acc), sys_user))
+    conf, _ = model(tmp_path, version, operator_jwt=str(tmp_path / "operator.jwt"), system_account=sys_pub,
+                    resolver_preload={sys_pub: sys_jwt})
+    assert check(binary, tmp_path, conf).returncode == 0
+    http = int(conf["http"].rsplit(":", 1)[1])
+    server = start_server(binary, sc.render(conf), "operator", http)
+    server.wait(lambda: server.get("healthz")["status"] == "ok")
+    assert server.get("varz")["system_account"] == sys_pub
+
+    app = jwt.new_seed("account")
+    app_jwt = jwt.encode(jwt.account_claims("APP", jwt.public_key(app)), op)
+
+    async def push():
+        nc = await nats.connect("nats://" + conf["listen"], user_credentials=str(creds), allow_reconnect=False)
+        try:
+            reply = await nc.request("$SYS.REQ.CLAIMS.UPDATE", app_jwt.encode(), timeout=3)
+            return json.loads(reply.data)
+        finally:
+            await nc.close()
+
+    reply = asyncio.run(push())
+    assert reply["data"]["code"] == 200, reply
+    stored = tmp_path / "n1" / "jwt" / ("%s.jwt" % jwt.public_key(app))
+    assert stored.read_text() == app_jwt

@@ -222,3 +222,34 @@ def test_timestamps_with_nanoseconds_and_offsets():
     assert sc.parse_timestamp("1970-01-01T00:00:01.5Z") == 1.5
     assert sc.parse_timestamp("2026-11-22T18:00:00+01:00") == sc.parse_timestamp("2026-11-22T17:00:00Z")
     assert sc.parse_timestamp("2000-03-01T00:00:00Z") == 951868800
+
+
+def test_operator_mode_renders_operator_full_resolver_and_preload():
+    conf = sc.build_config(settings(operator_jwt="/etc/nats-server/operator.jwt", system_account="ASYS",
+                                    resolver_preload={"ASYS": "eyJ.sys.jwt", "AAPP": "eyJ.app.jwt"}))
+    assert conf["operator"] == "/etc/nats-server/operator.jwt"
+    assert conf["system_account"] == "ASYS"
+    assert conf["resolver"] == {"type": "full", "dir": "/var/lib/nats-server/jwt", "allow_delete": False,
+                                "interval": "2m"}
+    assert list(conf["resolver_preload"]) == ["AAPP", "ASYS"]
+    override = sc.build_config(settings(operator_jwt="/o.jwt", resolver={"allow_delete": True, "interval": "30s"}))
+    assert override["resolver"]["allow_delete"] is True and override["resolver"]["interval"] == "30s"
+    assert "operator" in sc.restart_fingerprint(conf) and "resolver" in sc.restart_fingerprint(conf)
+
+
+def test_operator_mode_refuses_static_accounts_and_bad_resolvers():
+    with pytest.raises(sc.ConfigError, match="nats_server_accounts cannot be used in operator mode"):
+        sc.build_config(settings(operator_jwt="/o.jwt", accounts={"A": {}}))
+    with pytest.raises(sc.ConfigError, match="nats_server_resolver.type: 'url'"):
+        sc.build_config(settings(operator_jwt="/o.jwt", resolver={"type": "url"}))
+    with pytest.raises(sc.ConfigError, match="nats_server_resolver.interval"):
+        sc.build_config(settings(operator_jwt="/o.jwt", resolver={"interval": 120}))
+
+
+def test_a_leaf_remote_on_the_system_account_must_be_asked_for():
+    remote = {"url": "nats-leaf://hub:7422", "account": "ASYS", "credentials": "/c/sys.creds"}
+    with pytest.raises(sc.ConfigError, match=r"remotes\[0\]: account ASYS is the system account"):
+        sc.build_config(settings(system_account="ASYS", leafnode_remotes=[remote]))
+    conf = sc.build_config(settings(system_account="ASYS", leafnode_remotes=[dict(remote, system_account=True)]))
+    assert conf["leafnodes"]["remotes"][0]["account"] == "ASYS"
+    assert "system_account" not in conf["leafnodes"]["remotes"][0]
