@@ -301,3 +301,14 @@ def test_filter_warnings_only_for_streams_with_their_own_subjects():
     assert jc.filter_warnings(["zz.a", "orders.a", "orders.*", "*.created"], {"subjects": ["orders.>"]}) == ["zz.a"]
     assert jc.filter_warnings(["orders.*"], {"subjects": ["orders.created"]}) == []
     assert jc.filter_warnings(["zz.a"], {"subjects": [], "sources": [{"name": "x"}]}) == []
+
+
+def test_the_shared_durable_pull_consumer_is_an_example():
+    import yaml
+
+    from ansible_collections.nats_edge.fleet.plugins.modules import jetstream_consumer as module
+
+    tasks = yaml.safe_load(module.EXAMPLES)
+    shared = [t["nats_edge.fleet.jetstream_consumer"] for t in tasks if "nats_edge.fleet.jetstream_consumer" in t
+              and t["nats_edge.fleet.jetstream_consumer"].get("name") == "DUR"]
+    assert shared and shared[0].get("api_prefix") and not shared[0].get("deliver_subject")

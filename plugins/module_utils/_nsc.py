@@ -1,0 +1,226 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the nsc_* modules share: options, claim bodies built from module
+options, the decision to sign again, and pushing account JWTs to the full
+resolver. Private to the collection.
+
+Everything but ``push_account`` is pure; the store lives in ``_nsc_store``.
+"""
+
+from __future__ import annotations
+
+import calendar
+import copy
+import json
+import time
+
+from ansible.module_utils.basic import env_fallback
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import (
+    DEFAULT_KEYS_DIR, DEFAULT_STORE_DIR, StoreError)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
+    canonical_time, check_subject, duration_ns, size_bytes)
+
+STORE_ARGSPEC = dict(
+    store_dir=dict(type="path", default=DEFAULT_STORE_DIR, fallback=(env_fallback, ["NSC_STORE"])),
+    keys_dir=dict(type="path", default=DEFAULT_KEYS_DIR, fallback=(env_fallback, ["NKEYS_PATH"])),
+    operator=dict(type="str", required=True),
+)
+
+# The exports nsc gives the system account so that other accounts can import
+# their own monitoring requests and events.
+SYSTEM_EXPORTS = [
+    {"name": "account-monitoring-services", "subject": "$SYS.REQ.ACCOUNT.*.*", "type": "service",
+     "response_type": "Stream", "account_token_position": 4,
+     "description": "Account-scoped monitoring requests (SUBSZ, CONNZ, LEAFZ, JSZ, INFO)",
+     "info_url": "https://docs.nats.io/nats-server/configuration/sys_accounts"},
+    {"name": "account-monitoring-streams", "subject": "$SYS.ACCOUNT.*.>", "type": "stream",
+     "account_token_position": 3, "description": "Account-scoped monitoring events",
+     "info_url": "https://docs.nats.io/nats-server/configuration/sys_accounts"},
+]
+
+JETSTREAM_LIMITS = {"disk_storage": "disk_storage", "mem_storage": "mem_storage", "streams": "streams",
+                    "consumers": "consumer"}
+SIZE_LIMITS = {"disk_storage", "mem_storage", "data", "payload"}
+ACCOUNT_LIMITS = ("conn", "leaf", "subs", "data", "payload", "imports", "exports")
+
+# Claims a module decides; every other claim of a JWT already in the store
+# (exports added with nsc, tags, ...) is kept as it is.
+ACCOUNT_MANAGED = {"limits", "signing_keys", "default_permissions", "type", "version"}
+OPERATOR_MANAGED = {"signing_keys", "system_account", "type", "version"}
+
+
+# --------------------------------------------------------------------------
+# options to claims
+
+
+def _size_or_count(what, key, value):
+    try:
+        if key in SIZE_LIMITS:
+            return size_bytes(value)
+        number = int(value)
+        if number < -1:
+            raise ValueError("%r: use -1 for unlimited" % (value,))
+        return number
+    except (TypeError, ValueError) as exc:
+        raise StoreError("%s.%s: %s" % (what, key, exc))
+
+
+def jetstream_limits(options):
+    """Account JetStream limits from the module option; None disables JetStream."""
+    if options is None:
+        return None
+    limits = {}
+    for option, claim in JETSTREAM_LIMITS.items():
+        value = options.get(option)
+        limits[claim] = -1 if value is None else _size_or_count("jetstream", option, value)
+    return limits
+
+
+def account_limits(options):
+    limits = {}
+    for key in ACCOUNT_LIMITS:
+        value = (options or {}).get(key)
+        if value is not None:
+            limits[key] = _size_or_count("limits", key, value)
+    return limits
+
+
+def permissions(options, what, responses=False):
+    """{pub: {allow, deny}, sub: {allow, deny}[, resp: {max, ttl}]} with sorted,
+    checked subjects; empty parts left out as the server writes them."""
+    result = {"pub": {}, "sub": {}}
+    for direction in ("pub", "sub"):
+        for rule in ("allow", "deny"):
+            subjects = ((options or {}).get(direction) or {}).get(rule) or []
+            try:
+                checked = sorted(set(check_subject(subject) for subject in subjects))
+            except ValueError as exc:
+                raise StoreError("%s.%s.%s: %s" % (what, direction, rule, exc))
+            if checked:
+                result[direction][rule] = checked
+    resp = (options or {}).get("resp") if responses else None
+    if resp:
+        try:
+            result["resp"] = {"max": int(resp.get("max") if resp.get("max") is not None else 1),
+                              "ttl": duration_ns(resp.get("ttl") if resp.get("ttl") is not None else 0)}
+        except (TypeError, ValueError) as exc:
+            raise StoreError("%s.resp: %s" % (what, exc))
+    return result
+
+
+def expiry(value):
+    """Epoch seconds from an epoch number or an RFC 3339 time; None for no expiry."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+        return int(value)
+    try:
+        text = canonical_time(value)
+    except ValueError as exc:
+        raise StoreError("expires: %s" % exc)
+    return calendar.timegm(time.strptime(text.split(".")[0].rstrip("Z"), "%Y-%m-%dT%H:%M:%S"))
+
+
+def merged(existing, desired, managed):
+    """``desired`` plus every claim of ``existing['nats']`` a module does not manage."""
+    result = copy.deepcopy(desired)
+    for key, value in ((existing or {}).get("nats") or {}).items():
+        if key not in managed and key not in result["nats"]:
+            result["nats"][key] = value
+    return result
+
+
+def body(claims):
+    """The claims without their issuer, for comparing with a claim body."""
+    if claims is None:
+        return None
+    result = dict(claims)
+    result.pop("iss", None)
+    return result
+
+
+def needs_signing(existing, desired):
+    return existing is None or not jwt.same_claims(body(existing), desired)
+
+
+def diff(before, after):
+    return {"before": jwt.semantic(body(before)) if before else {},
+            "after": jwt.semantic(body(after)) if after else {}}
+
+
+# --------------------------------------------------------------------------
+# keys
+
+
+def signer_of(store, claims, what):
+    """Seed to sign with: a signing key of ``claims`` whose seed the key store
+    holds, else the identity key. Returns (seed, via_signing_key)."""
+    for key in (claims.get("nats") or {}).get("signing_keys") or []:
+        seed = store.read_seed(key)
+        if seed:
+            return seed, True
+    seed = store.read_seed(claims["sub"])
+    if not seed:
+        raise StoreError("%s: no seed for %s or any of its signing keys in %s" % (what, claims["sub"], store.keys_dir))
+    return seed, False
+
+
+def system_account_name(store, operator_claims):
+    system = (operator_claims.get("nats") or {}).get("system_account")
+    for name in store.accounts():
+        _token, claims = store.read_account(name)
+        if claims and claims.get("sub") == system:
+            return name
+    return None
+
+
+# --------------------------------------------------------------------------
+# the resolver
+
+
+def lookup(client, account, timeout):
+    """The JWT the resolver has for ``account``, or None."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClientError
+    try:
+        raw = client.request("$SYS.REQ.ACCOUNT.%s.CLAIMS.LOOKUP" % account, b"", timeout)
+    except NatsClientError:
+        return None
+    text = raw.decode(errors="replace").strip()
+    return text if text.count(".") == 2 else None
+
+
+def read_replies(replies):
+    """[{server, ok, message}] from the answers to a claims update."""
+    results = []
+    for raw in replies:
+        try:
+            reply = json.loads(raw.decode() or "{}")
+        except ValueError:
+            results.append({"server": "?", "ok": False, "message": raw.decode(errors="replace")[:200]})
+            continue
+        server = (reply.get("server") or {}).get("name") or (reply.get("server") or {}).get("id") or "?"
+        data, error = reply.get("data") or {}, reply.get("error") or {}
+        if error:
+            results.append({"server": server, "ok": False,
+                            "message": error.get("description") or json.dumps(error)})
+        else:
+            results.append({"server": server, "ok": data.get("code") == 200, "message": data.get("message", "")})
+    return results
+
+
+def push_account(client, account, token, timeout, expected=None):
+    """Send an account JWT to every resolver that listens, gather each answer
+    and read the JWT back. Returns (pushed, unconfirmed, read_back_ok)."""
+    replies = client.gather("$SYS.REQ.CLAIMS.UPDATE", token.encode(), timeout, expect=expected)
+    pushed = read_replies(replies)
+    unconfirmed = [result["server"] for result in pushed if not result["ok"]]
+    if expected and len(pushed) < expected:
+        unconfirmed += ["(%d of %d servers did not answer)" % (expected - len(pushed), expected)]
+    if not pushed:
+        unconfirmed.append("(no server answered)")
+    returned = lookup(client, account, timeout)
+    read_back = bool(returned) and jwt.same_claims(jwt.decode(returned, verify=False), jwt.decode(token, verify=False))
+    return pushed, unconfirmed, read_back

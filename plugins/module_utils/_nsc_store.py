@@ -1,0 +1,276 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""An operator's JWTs, seeds and creds in nsc's on-disk layout. Private to the collection.
+
+Pure file logic without Ansible imports, so that nsc and these modules can
+work on the same store::
+
+    <store_dir>/<OP>/.nsc                              store marker (JSON)
+    <store_dir>/<OP>/<OP>.jwt                          operator JWT
+    <store_dir>/<OP>/accounts/<ACC>/<ACC>.jwt          account JWT
+    <store_dir>/<OP>/accounts/<ACC>/users/<U>.jwt      user JWT
+    <keys_dir>/keys/<O|A|U>/<pub[1:3]>/<PUB>.nk        seeds
+    <keys_dir>/creds/<OP>/<ACC>/<U>.creds              user creds
+
+Every file is written whole (temporary file, then rename), files are 0600
+and directories 0700 when created; an existing file never gets a looser
+mode than it had.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import tempfile
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import check_name
+
+DEFAULT_STORE_DIR = "~/.local/share/nats/nsc/stores"
+DEFAULT_KEYS_DIR = "~/.local/share/nats/nsc/keys"
+MARKER = ".nsc"
+STORE_VERSION = "1"
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+class StoreError(Exception):
+    """A store that is missing something or does not hold together."""
+
+
+def valid_name(kind, value):
+    """Names become directory and file names: no whitespace, '.', '*', '>', '/' or '\\'."""
+    try:
+        check_name(value)
+    except ValueError as exc:
+        raise StoreError("%s name: %s" % (kind, exc))
+    return value
+
+
+def atomic_write(path, data, mode=FILE_MODE):
+    """Replace ``path`` with ``data`` in one rename. Missing directories are
+    created 0700; an existing file keeps its mode if that is stricter."""
+    if isinstance(data, str):
+        data = data.encode()
+    directory = os.path.dirname(path)
+    make_dirs(directory)
+    try:
+        mode &= stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        pass
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(path))
+    try:
+        os.fchmod(handle, mode)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def make_dirs(path):
+    """Create ``path`` and every missing parent 0700 (os.makedirs gives
+    parents the umask's mode); existing directories are left as they are."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            pass
+
+
+def read_text(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+class Store(object):
+    """One operator's part of an nsc store, and the key store beside it."""
+
+    def __init__(self, store_dir, keys_dir, operator):
+        self.store_dir = os.path.abspath(os.path.expanduser(store_dir))
+        self.keys_dir = os.path.abspath(os.path.expanduser(keys_dir))
+        self.operator = valid_name("operator", operator)
+        self.root = os.path.join(self.store_dir, operator)
+
+    # -- paths -----------------------------------------------------------------
+
+    @property
+    def marker_path(self):
+        return os.path.join(self.root, MARKER)
+
+    @property
+    def operator_jwt_path(self):
+        return os.path.join(self.root, "%s.jwt" % self.operator)
+
+    def account_dir(self, account):
+        return os.path.join(self.root, "accounts", account)
+
+    def account_jwt_path(self, account):
+        return os.path.join(self.account_dir(account), "%s.jwt" % account)
+
+    def user_jwt_path(self, account, user):
+        return os.path.join(self.account_dir(account), "users", "%s.jwt" % user)
+
+    def creds_path(self, account, user):
+        return os.path.join(self.keys_dir, "creds", self.operator, account, "%s.creds" % user)
+
+    def key_path(self, public):
+        kind = jwt.kind_of(public)
+        return os.path.join(self.keys_dir, "keys", jwt.KINDS[kind], public[1:3], "%s.nk" % public)
+
+    # -- reading ---------------------------------------------------------------
+
+    def has_operator(self):
+        return os.path.isfile(self.operator_jwt_path)
+
+    def accounts(self):
+        """Names of the accounts with a JWT in the store."""
+        base = os.path.join(self.root, "accounts")
+        if not os.path.isdir(base):
+            return []
+        return sorted(name for name in os.listdir(base) if os.path.isfile(self.account_jwt_path(name)))
+
+    def read_operator(self):
+        """(token, claims) of the operator; fails if it is not in the store."""
+        token = read_text(self.operator_jwt_path)
+        if token is None:
+            raise StoreError("operator %r is not in the store %s" % (self.operator, self.store_dir))
+        claims = self._decode(token, self.operator_jwt_path)
+        if claims.get("nats", {}).get("type") != "operator":
+            raise StoreError("%s is not an operator JWT" % self.operator_jwt_path)
+        if claims.get("iss") != claims.get("sub"):
+            raise StoreError("operator %r: %s is not signed by the operator's own key"
+                             % (self.operator, self.operator_jwt_path))
+        return token, claims
+
+    def read_account(self, account):
+        """(token, claims) of an account, or (None, None) if it is not in the store."""
+        path = self.account_jwt_path(account)
+        token = read_text(path)
+        if token is None:
+            return None, None
+        return token, self._decode(token, path)
+
+    def read_user(self, account, user):
+        path = self.user_jwt_path(account, user)
+        token = read_text(path)
+        if token is None:
+            return None, None
+        return token, self._decode(token, path)
+
+    def read_seed(self, public):
+        """The seed (bytes) of a public key, or None when the key store lacks it."""
+        text = read_text(self.key_path(public))
+        if text is None:
+            return None
+        seed = text.strip().encode()
+        try:
+            if jwt.public_key(seed) != public:
+                raise StoreError("%s does not hold the seed of %s" % (self.key_path(public), public))
+        except (ValueError, TypeError) as exc:
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError("%s does not hold a valid seed" % self.key_path(public))
+        return seed
+
+    def read_creds(self, account, user):
+        return read_text(self.creds_path(account, user))
+
+    @staticmethod
+    def _decode(token, path):
+        try:
+            return jwt.decode(token, verify=True)
+        except jwt.JWTError as exc:
+            raise StoreError("%s: %s" % (path, exc))
+
+    # -- consistency -----------------------------------------------------------
+
+    def check_account(self, account, operator_claims, claims):
+        """Refuse an account JWT the operator did not issue or that names
+        another account."""
+        path = self.account_jwt_path(account)
+        if claims.get("nats", {}).get("type") != "account":
+            raise StoreError("%s is not an account JWT" % path)
+        if claims.get("name") != account:
+            raise StoreError("%s names account %r, not %r" % (path, claims.get("name"), account))
+        issuers = {operator_claims["sub"]} | set(operator_claims.get("nats", {}).get("signing_keys") or [])
+        if claims.get("iss") not in issuers:
+            raise StoreError("account %r: %s was issued by %s, which is neither operator %r nor one of its "
+                             "signing keys" % (account, path, claims.get("iss"), self.operator))
+
+    def check_user(self, account, user, account_claims, claims):
+        """True if the user JWT is valid for the account as it is now (its issuer
+        may since have been removed: then the user must be issued again)."""
+        path = self.user_jwt_path(account, user)
+        if claims.get("nats", {}).get("type") != "user":
+            raise StoreError("%s is not a user JWT" % path)
+        if claims.get("name") != user:
+            raise StoreError("%s names user %r, not %r" % (path, claims.get("name"), user))
+        account_key = account_claims["sub"]
+        signing = set(account_claims.get("nats", {}).get("signing_keys") or [])
+        issuer, issuer_account = claims.get("iss"), claims.get("nats", {}).get("issuer_account")
+        if issuer == account_key and not issuer_account:
+            return True
+        return issuer in signing and issuer_account == account_key
+
+    def check_marker(self):
+        text = read_text(self.marker_path)
+        if text is None:
+            return False
+        try:
+            info = json.loads(text)
+        except ValueError:
+            raise StoreError("%s is not JSON" % self.marker_path)
+        if info.get("name") != self.operator or info.get("kind", "operator") != "operator":
+            raise StoreError("%s belongs to %r, not operator %r" % (self.marker_path, info.get("name"), self.operator))
+        return True
+
+    # -- writing ---------------------------------------------------------------
+
+    def write_marker(self):
+        info = {"managed": False, "name": self.operator, "kind": "operator", "version": STORE_VERSION}
+        atomic_write(self.marker_path, json.dumps(info, separators=(",", ":")))
+        make_dirs(os.path.join(self.root, "accounts"))
+
+    def write_operator(self, token):
+        atomic_write(self.operator_jwt_path, token)
+
+    def write_account(self, account, token):
+        atomic_write(self.account_jwt_path(account), token)
+
+    def write_user(self, account, user, token):
+        atomic_write(self.user_jwt_path(account, user), token)
+
+    def write_seed(self, seed):
+        seed = seed if isinstance(seed, bytes) else seed.encode()
+        atomic_write(self.key_path(jwt.public_key(seed)), seed)
+
+    def write_creds(self, account, user, text):
+        atomic_write(self.creds_path(account, user), text)
+
+    def remove_account(self, account):
+        """The account's JWTs and its users' creds; seeds stay, as with nsc."""
+        if os.path.isdir(self.account_dir(account)):
+            shutil.rmtree(self.account_dir(account))
+        creds_dir = os.path.join(self.keys_dir, "creds", self.operator, account)
+        if os.path.isdir(creds_dir):
+            shutil.rmtree(creds_dir)
+
+    def remove_user(self, account, user):
+        for path in (self.user_jwt_path(account, user), self.creds_path(account, user)):
+            if os.path.exists(path):
+                os.unlink(path)

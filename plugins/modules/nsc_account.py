@@ -1,0 +1,294 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nsc_account
+short_description: Manage a NATS account JWT in an nsc store and push it to the resolver
+description:
+  - Creates or updates an account of an operator made with M(nats_edge.fleet.nsc_operator) (or nsc) -
+    JetStream limits, connection limits, default permissions and an account signing key.
+  - The JWT is signed by an operator signing key when the key store has one, else by the operator.
+    It is signed again only when what it says changes; exports, imports and other claims this module
+    does not manage are kept.
+  - With O(push=true) the JWT is sent to every server of the full resolver on C($SYS.REQ.CLAIMS.UPDATE),
+    each server's answer is gathered, and the JWT is read back with C($SYS.REQ.ACCOUNT.<id>.CLAIMS.LOOKUP).
+    It is only sent when the resolver's JWT says something else. Changes take effect without a restart.
+author:
+  - nats_edge.fleet contributors
+extends_documentation_fragment:
+  - nats_edge.fleet.nsc
+  - nats_edge.fleet.connection
+attributes:
+  check_mode:
+    support: full
+    description:
+      - Writes no file and pushes nothing.
+      - With O(push) it asks the resolver for the JWT it has, to predict RV(changed).
+  diff_mode:
+    support: full
+    description: Returns the account claims before and after.
+  idempotent:
+    support: full
+    description: A second run with the same options changes no file and pushes nothing.
+options:
+  name:
+    description: Name of the account (no whitespace, V(.), V(*), V(>), V(/)).
+    type: str
+    required: true
+  state:
+    description:
+      - V(present) creates or updates the account.
+      - V(absent) removes its JWT, users and creds from the store. A full resolver keeps the account
+        (nothing is pushed to delete it).
+    type: str
+    choices: [present, absent]
+    default: present
+  jetstream:
+    description:
+      - JetStream limits of the account; left out, JetStream is disabled for it.
+      - Sizes as bytes or strings such as V(1GiB); V(-1) is unlimited, and so is a limit left out.
+    type: dict
+    suboptions:
+      disk_storage:
+        description: File storage the account may use.
+        type: raw
+      mem_storage:
+        description: Memory storage the account may use.
+        type: raw
+      streams:
+        description: Most streams.
+        type: int
+      consumers:
+        description: Most consumers.
+        type: int
+  limits:
+    description: Account limits; left out or V(-1) is unlimited. O(limits.data) and O(limits.payload) are sizes.
+    type: dict
+    suboptions:
+      conn:
+        description: Most client connections.
+        type: int
+      leaf:
+        description: Most leaf node connections.
+        type: int
+      subs:
+        description: Most subscriptions.
+        type: int
+      data:
+        description: Most data.
+        type: raw
+      payload:
+        description: Largest message payload.
+        type: raw
+      imports:
+        description: Most imports.
+        type: int
+      exports:
+        description: Most exports.
+        type: int
+  signing_key:
+    description:
+      - Have an account signing key; M(nats_edge.fleet.nsc_user) then issues users with it.
+      - V(false) removes the account's signing keys; users they issued are issued again by the next
+        M(nats_edge.fleet.nsc_user) run.
+    type: bool
+    default: false
+  default_permissions:
+    description: Permissions of users that have none of their own, as C(pub)/C(sub) with C(allow)/C(deny) lists.
+    type: dict
+  push:
+    description: Send the JWT to the resolver (see the description); needs the connection options.
+    type: bool
+    default: false
+  expected_servers:
+    description:
+      - How many servers must confirm a push. Without it the module waits O(timeout) for answers and
+        needs at least one.
+    type: int
+notes:
+  - For O(push), O(creds) defaults to the system user's creds file in the store.
+"""
+
+EXAMPLES = r"""
+---
+- name: An account with JetStream limits, pushed to the resolver
+  nats_edge.fleet.nsc_account:
+    operator: fleet
+    name: APP
+    signing_key: true
+    jetstream:
+      disk_storage: 10GiB
+      mem_storage: 256MiB
+      streams: 20
+      consumers: -1
+    limits:
+      conn: 1000
+    push: true
+    servers: ["nats://hub-1:4222"]
+    expected_servers: 3
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+account_id:
+  description: Public key of the account.
+  returned: state is present
+  type: str
+jwt:
+  description: The account JWT (not secret).
+  returned: state is present
+  type: str
+jwt_path:
+  description: Path of the account JWT in the store.
+  returned: always
+  type: str
+signing_keys:
+  description: Public signing keys of the account.
+  returned: state is present
+  type: list
+  elements: str
+pushed:
+  description: The answer of every server to the push (server name, whether it accepted the JWT, its message).
+  returned: when pushed
+  type: list
+  elements: dict
+unconfirmed:
+  description: Servers that did not confirm the push.
+  returned: when push is true
+  type: list
+  elements: str
+push_needed:
+  description: Whether the resolver's JWT differed from the store's (and so was, or in check mode would be, sent).
+  returned: when push is true
+  type: bool
+"""
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    NatsClient, NatsClientError, nats_module, require_nats_py)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store, StoreError, valid_name
+
+ARGUMENT_SPEC = dict(
+    nsc.STORE_ARGSPEC,
+    name=dict(type="str", required=True),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    jetstream=dict(type="dict", options=dict(
+        disk_storage=dict(type="raw"), mem_storage=dict(type="raw"),
+        streams=dict(type="int"), consumers=dict(type="int"))),
+    limits=dict(type="dict", options=dict(
+        conn=dict(type="int"), leaf=dict(type="int"), subs=dict(type="int"), data=dict(type="raw"),
+        payload=dict(type="raw"), imports=dict(type="int"), exports=dict(type="int"))),
+    signing_key=dict(type="bool", default=False),
+    default_permissions=dict(type="dict"),
+    push=dict(type="bool", default=False),
+    expected_servers=dict(type="int"),
+)
+
+
+def plan(module, store):
+    """(result, files to write as (writer, args), new seeds)."""
+    p = module.params
+    name = p["name"]
+    _op_token, op_claims = store.read_operator()
+    token, claims = store.read_account(name)
+    if claims is not None:
+        store.check_account(name, op_claims, claims)
+    if p["state"] == "absent":
+        return dict(changed=claims is not None, jwt_path=store.account_jwt_path(name)), token, None, []
+
+    new_seeds = []
+    if claims:
+        public = claims["sub"]
+    else:
+        seed = jwt.new_seed("account")
+        new_seeds.append(seed)
+        public = jwt.public_key(seed)
+    signing = []
+    if p["signing_key"]:
+        signing = [key for key in (claims or {}).get("nats", {}).get("signing_keys") or [] if store.read_seed(key)]
+        if not signing:
+            seed = jwt.new_seed("account")
+            new_seeds.append(seed)
+            signing = [jwt.public_key(seed)]
+    desired = nsc.merged(claims, jwt.account_claims(
+        name, public, jetstream=nsc.jetstream_limits(p["jetstream"]), limits=nsc.account_limits(p["limits"]),
+        signing_keys=signing, default_permissions=nsc.permissions(p["default_permissions"], "default_permissions")),
+        nsc.ACCOUNT_MANAGED)
+    changed = nsc.needs_signing(claims, desired)
+    new_claims = claims
+    if changed:
+        signer, _via_signing_key = nsc.signer_of(store, op_claims, "operator %r" % store.operator)
+        token = jwt.encode(desired, signer)
+        new_claims = jwt.decode(token, verify=False)
+    result = dict(changed=changed, account_id=public, jwt=token, jwt_path=store.account_jwt_path(name),
+                  signing_keys=sorted(signing))
+    if module._diff:
+        result["diff"] = nsc.diff(claims, new_claims)
+    return result, token, op_claims, new_seeds
+
+
+def push(module, store, op_claims, public, token, result):
+    p = module.params
+    params = dict(p)
+    if not any(p.get(key) for key in ("creds", "nkey_seed", "user", "token")):
+        system = nsc.system_account_name(store, op_claims)
+        default = system and store.creds_path(system, "sys")
+        if not default or store.read_creds(system, "sys") is None:
+            raise StoreError("push needs creds of a system account user: none given and no creds of user 'sys' of "
+                             "the system account in the store")
+        params["creds"] = default
+    with NatsClient(params) as client:
+        current = nsc.lookup(client, public, min(client.timeout, 2.0))
+        needed = not current or not jwt.same_claims(jwt.decode(current, verify=False), jwt.decode(token, verify=False))
+        result["push_needed"] = needed
+        result["unconfirmed"] = []
+        if not needed:
+            return
+        result["changed"] = True
+        if module.check_mode:
+            return
+        pushed, unconfirmed, read_back = nsc.push_account(client, public, token, client.timeout,
+                                                          p["expected_servers"])
+        result.update(pushed=pushed, unconfirmed=unconfirmed)
+        if unconfirmed or not read_back:
+            module.fail_json(msg="account %r: the push was not confirmed by %s" % (
+                p["name"], ", ".join(unconfirmed) or "the read-back (the resolver returned another JWT)"), **result)
+
+
+def main():
+    module = nats_module(ARGUMENT_SPEC, jetstream=False, supports_check_mode=True)
+    p = module.params
+    if jwt.nkeys is None:
+        from ansible.module_utils.basic import missing_required_lib
+        module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
+    if p["push"] and p["state"] == "present":
+        require_nats_py(module)
+    try:
+        valid_name("account", p["name"])
+        store = Store(p["store_dir"], p["keys_dir"], p["operator"])
+        result, token, op_claims, new_seeds = plan(module, store)
+        if p["state"] == "absent":
+            if result["changed"] and not module.check_mode:
+                store.remove_account(p["name"])
+            if result["changed"] and p["push"]:
+                module.warn("account %r was removed from the store; the resolver keeps it" % p["name"])
+            module.exit_json(**result)
+        if result["changed"] and not module.check_mode:
+            for seed in new_seeds:
+                store.write_seed(seed)
+            store.write_account(p["name"], token)
+        if p["push"]:
+            push(module, store, op_claims, result["account_id"], token, result)
+    except (StoreError, jwt.JWTError, OSError, NatsClientError) as exc:
+        module.fail_json(msg="account %r of operator %r: %s" % (p["name"], p["operator"], exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
