@@ -87,6 +87,8 @@ molecule: lab-ready
 bench: venv $(DEBIAN_NATS)
 	python3 bench/bench_streams.py
 	python3 bench/bench_streams.py --server $(DEBIAN_NATS)
+	python3 bench/bench_push.py --layout both
+	python3 bench/bench_push.py --layout both --server $(DEBIAN_NATS)
 
 .PHONY: lint
 lint: venv
