@@ -14,6 +14,7 @@ import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import (
     Store, read_text, valid_name)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import subject_within
 
 JETSTREAM_CLAIMS = {"disk_storage": "disk_storage", "mem_storage": "mem_storage", "streams": "streams",
                     "consumer": "consumers"}
@@ -147,23 +148,6 @@ def listing(inventory, accounts=None):
 
 
 # -- the graph -----------------------------------------------------------------------------------
-
-
-def subject_within(subject, pattern):
-    """True if every subject ``subject`` matches is also matched by ``pattern``."""
-    tokens, allowed = subject.split("."), pattern.split(".")
-    for index, token in enumerate(allowed):
-        if token == ">":
-            return len(tokens) > index
-        if index >= len(tokens):
-            return False
-        if token == "*":
-            if tokens[index] == ">":
-                return False
-            continue
-        if token != tokens[index]:
-            return False
-    return len(tokens) == len(allowed)
 
 
 def _dangling_reason(claim, exports, token_present):

@@ -199,3 +199,20 @@ def check_name(value):
     if bad:
         raise ValueError("%r is not a valid name: no whitespace, '.', '*', '>', '/' or '\\'" % (value,))
     return value
+
+
+def subject_within(subject, pattern):
+    """True if every subject ``subject`` matches is also matched by ``pattern``."""
+    tokens, allowed = subject.split("."), pattern.split(".")
+    for index, token in enumerate(allowed):
+        if token == ">":
+            return len(tokens) > index
+        if index >= len(tokens):
+            return False
+        if token == "*":
+            if tokens[index] == ">":
+                return False
+            continue
+        if token != tokens[index]:
+            return False
+    return len(tokens) == len(allowed)

@@ -179,3 +179,16 @@ def publish(url, subject, count, text=b"message"):
         for number in range(count):
             ack = _json.loads(client.request(subject, b"%s %d" % (text, number)).decode())
             assert "seq" in ack, ack
+
+
+def operator_mode_conf(tmp_path, operator, port, http, max_memory=67108864, max_file=268435456, domain=None):
+    """A single server in operator mode with the full resolver, the system
+    account preloaded from an nsc_operator result."""
+    jetstream = 'jetstream { store_dir: "%s", %smax_memory_store: %d, max_file_store: %d }' % (
+        tmp_path / "js", 'domain: "%s", ' % domain if domain else "", max_memory, max_file)
+    return "\n".join([
+        'server_name: "n1"', 'listen: "127.0.0.1:%d"' % port, 'http: "127.0.0.1:%d"' % http, jetstream,
+        'operator: "%s"' % operator["operator_jwt_path"], 'system_account: "%s"' % operator["system_account_id"],
+        'resolver: { type: full, dir: "%s", allow_delete: false, interval: "2m" }' % (tmp_path / "jwt"),
+        'resolver_preload: { %s: "%s" }' % (operator["system_account_id"], operator["system_account_jwt"]),
+    ]) + "\n"

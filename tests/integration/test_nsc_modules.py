@@ -11,7 +11,7 @@ import nats
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient
 
-from conftest import free_port
+from conftest import free_port, operator_mode_conf
 
 
 def tree_hash(*roots):
@@ -61,13 +61,7 @@ def test_operator_accounts_and_users_pushed_to_a_full_resolver(nats_binary, star
     assert seed.startswith("SU") and seed not in json.dumps(user)
 
     port, http = free_port(), free_port()
-    conf = "\n".join([
-        'server_name: "n1"', 'listen: "127.0.0.1:%d"' % port, 'http: "127.0.0.1:%d"' % http,
-        'jetstream { store_dir: "%s", max_memory_store: 67108864, max_file_store: 67108864 }' % (tmp_path / "js"),
-        'operator: "%s"' % operator["operator_jwt_path"], 'system_account: "%s"' % operator["system_account_id"],
-        'resolver: { type: full, dir: "%s", allow_delete: false, interval: "2m" }' % (tmp_path / "jwt"),
-        'resolver_preload: { %s: "%s" }' % (operator["system_account_id"], operator["system_account_jwt"]),
-    ]) + "\n"
+    conf = operator_mode_conf(tmp_path, operator, port, http, max_file=67108864)
     server = start_server(binary, conf, "op", http)
     server.wait(lambda: server.get("healthz")["status"] == "ok")
     url = "nats://127.0.0.1:%d" % port

@@ -1,0 +1,426 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nsc_export
+short_description: Manage an account export and its imports in an nsc store, or share a JetStream stream
+description:
+  - Manages one edge of the account graph - an export of O(account) together with the imports of it into
+    other accounts (O(importers)). The module owns these exports and imports inside the account JWTs; other
+    exports and imports are kept.
+  - With O(share_stream) instead, it writes the complete, minimal export/import set that lets one account
+    source, mirror or pull from a stream of another, and returns the RV(external) the
+    M(nats_edge.fleet.jetstream_stream) module needs.
+  - Account JWTs are signed by an operator signing key when the key store has one, else by the operator,
+    and only when their exports or imports change (claims compare ignoring issue time, ID and order).
+  - Everything is checked before any file is written - unknown accounts, malformed subjects, exports that
+    overlap others of the account, imports that overlap others of the importer, import cycles.
+  - With O(push=true) each affected account JWT the resolver does not have yet is sent to every server of the
+    full resolver on C($SYS.REQ.CLAIMS.UPDATE) and read back. Imports work without a restart.
+author:
+  - nats_edge.fleet contributors
+extends_documentation_fragment:
+  - nats_edge.fleet.nsc
+  - nats_edge.fleet.connection
+attributes:
+  check_mode:
+    support: full
+    description:
+      - Writes no file and pushes nothing; with O(push) it asks the resolver for its JWTs to predict RV(changed).
+  diff_mode:
+    support: full
+    description: Returns the exports and imports of every affected account before and after.
+  idempotent:
+    support: full
+    description: A second run with the same options signs nothing, changes no file and pushes nothing.
+options:
+  account:
+    description: The exporting account. Required unless O(share_stream) is given.
+    type: str
+  name:
+    description: Name of the export, also the name of its imports unless O(importers[].name) is set.
+    type: str
+  subject:
+    description: The exported subject (wildcards allowed). Required unless O(share_stream) is given.
+    type: str
+  type:
+    description: V(stream) for messages the importers receive, V(service) for requests they send.
+    type: str
+    choices: [stream, service]
+    default: stream
+  response_type:
+    description: How a service answers.
+    type: str
+    choices: [Singleton, Stream, Chunked]
+  public:
+    description:
+      - V(false) makes the export private - an activation token signed by the exporting account (or its
+        signing key) is written into each import.
+    type: bool
+    default: true
+  account_token_position:
+    description:
+      - Position (from 1) of a V(*) token of O(subject) that must be the importing account's public key.
+        Imports without O(importers[].subject) get the key put there.
+    type: int
+  description:
+    description: Description of the export.
+    type: str
+  importers:
+    description:
+      - Accounts that import the export. With O(share_stream) unset the list is complete - imports of this
+        export by other accounts are removed.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      account:
+        description: The importing account.
+        type: str
+        required: true
+      subject:
+        description: The subject imported, a part of O(subject); defaults to O(subject).
+        type: str
+      local_subject:
+        description:
+          - For a stream, the subject the messages get in the importing account.
+          - For a service, the subject the importing account publishes its requests to.
+        type: str
+      name:
+        description: Name of the import; defaults to O(name).
+        type: str
+  share_stream:
+    description:
+      - Share a stream of O(share_stream.from_account) with O(share_stream.to_account) instead of O(account),
+        O(subject) and O(importers).
+      - For O(share_stream.kind=source) and V(mirror) the owner exports, and the other account imports
+        under O(share_stream.api_prefix) - the consumer-create API (C(CONSUMER.CREATE.<stream>), used
+        without a filter subject, and C(CONSUMER.CREATE.<stream>.>), used with one), the flow control subjects
+        C($JS.FC.<stream>.>) (without them a catch-up stalls after the first window) and the delivery subject
+        C(<deliver_prefix>.>).
+      - For V(consumer) - C(CONSUMER.MSG.NEXT.<stream>.<durable>) and the acks C($JS.ACK.<stream>.<durable>.>)
+        of a durable pull consumer the owner creates.
+      - One account cannot read two streams of the same name from different accounts - their flow control
+        subjects would overlap; the module refuses such a share.
+      - Several shares of one stream (to several accounts) add importers to the same exports; V(absent)
+        removes the imports of O(share_stream.to_account) and exports nobody imports any more.
+    type: dict
+    suboptions:
+      stream:
+        description: Name of the stream.
+        type: str
+        required: true
+      from_account:
+        description: Account that owns the stream.
+        type: str
+        required: true
+      from_domain:
+        description: JetStream domain of the stream; the API exported is C($JS.<domain>.API), else C($JS.API).
+        type: str
+      to_account:
+        description: Account that reads the stream.
+        type: str
+        required: true
+      to_domain:
+        description: JetStream domain of the reading account (part of the delivery prefix only).
+        type: str
+      kind:
+        description: What the reading account does.
+        type: str
+        choices: [source, mirror, consumer]
+        default: source
+      durable:
+        description: The durable pull consumer shared; required for O(share_stream.kind=consumer).
+        type: str
+      api_prefix:
+        description: API prefix in the reading account; defaults to C(JS.<from_account>@<from_domain>.API).
+        type: str
+      deliver_prefix:
+        description:
+          - Delivery prefix; defaults to C(deliver.<from_account>.<from_domain>.<to_account>.<to_domain>.<stream>)
+            (a missing domain is written V(default)), unique for each pair of accounts and stream.
+        type: str
+  state:
+    description: V(present) writes the export and its imports, V(absent) removes them.
+    type: str
+    choices: [present, absent]
+    default: present
+  push:
+    description: Send the changed account JWTs to the resolver (see the description); needs the connection options.
+    type: bool
+    default: false
+  expected_servers:
+    description: How many servers must confirm a push; without it the module waits O(timeout) and needs one.
+    type: int
+notes:
+  - For O(push), O(creds) defaults to the system user's creds file in the store.
+  - A full resolver keeps an import until it gets the account JWT without it - push removals too.
+"""
+
+EXAMPLES = r"""
+---
+- name: Orders events from APP, readable by BILLING as billing.orders.>
+  nats_edge.fleet.nsc_export:
+    operator: fleet
+    account: APP
+    name: orders
+    subject: orders.>
+    importers:
+      - account: BILLING
+        local_subject: billing.orders.>
+    push: true
+    servers: ["nats://hub-1:4222"]
+  delegate_to: localhost
+
+- name: A private service, with activation tokens
+  nats_edge.fleet.nsc_export:
+    operator: fleet
+    account: APP
+    name: quotes
+    subject: quote.request
+    type: service
+    public: false
+    importers:
+      - account: BILLING
+  delegate_to: localhost
+
+- name: HUB may mirror the stream crossacc of the leaf account EDGE
+  nats_edge.fleet.nsc_export:
+    operator: fleet
+    share_stream:
+      stream: crossacc
+      from_account: EDGE
+      from_domain: edge1
+      to_account: HUB
+      to_domain: hub
+      kind: mirror
+    push: true
+  delegate_to: localhost
+  register: shared
+
+- name: The mirror, through the imports
+  nats_edge.fleet.jetstream_stream:
+    name: crossacc-copy
+    mirror:
+      name: crossacc
+      external: "{{ shared.external }}"
+"""
+
+RETURN = r"""
+exports_changed:
+  description: Whether the exports or imports of any account change.
+  returned: always
+  type: bool
+accounts:
+  description: The accounts whose JWT changes (or would), as C(name) and C(account_id).
+  returned: always
+  type: list
+  elements: dict
+exports:
+  description: The exports the run manages, as C(account) and the export claim.
+  returned: always
+  type: list
+  elements: dict
+imports:
+  description: The imports the run manages, as C(account) and the import claim (activation tokens blanked).
+  returned: always
+  type: list
+  elements: dict
+external:
+  description:
+    - With O(share_stream) - C(api) (the API prefix in the reading account) and C(deliver) (the delivery prefix)
+      for O(share_stream.kind=source) and V(mirror), C(api) and C(next) (the subject to pull from) for V(consumer).
+  returned: when share_stream is given
+  type: dict
+pushed:
+  description: Every server's answer to each push, as C(account) and C(answers).
+  returned: when push is true
+  type: list
+  elements: dict
+unconfirmed:
+  description: Servers that did not confirm a push, as C(<account> on <server>).
+  returned: when push is true
+  type: list
+  elements: str
+"""
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_exports as graph
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    NatsClient, NatsClientError, nats_module, require_nats_py)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store, StoreError
+
+ARGUMENT_SPEC = dict(
+    nsc.STORE_ARGSPEC,
+    account=dict(type="str"),
+    name=dict(type="str"),
+    subject=dict(type="str"),
+    type=dict(type="str", choices=["stream", "service"], default="stream"),
+    response_type=dict(type="str", choices=list(graph.RESPONSE_TYPES)),
+    public=dict(type="bool", default=True),
+    account_token_position=dict(type="int"),
+    description=dict(type="str"),
+    importers=dict(type="list", elements="dict", default=[], options=dict(
+        account=dict(type="str", required=True), subject=dict(type="str"), local_subject=dict(type="str"),
+        name=dict(type="str"))),
+    share_stream=dict(type="dict", options=dict(
+        stream=dict(type="str", required=True), from_account=dict(type="str", required=True),
+        from_domain=dict(type="str"), to_account=dict(type="str", required=True), to_domain=dict(type="str"),
+        kind=dict(type="str", choices=["source", "mirror", "consumer"], default="source"),
+        durable=dict(type="str"), api_prefix=dict(type="str"), deliver_prefix=dict(type="str"))),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    push=dict(type="bool", default=False),
+    expected_servers=dict(type="int"),
+)
+
+
+def load(store):
+    _op_token, op_claims = store.read_operator()
+    accounts, tokens = {}, {}
+    for name in store.accounts():
+        token, claims = store.read_account(name)
+        store.check_account(name, op_claims, claims)
+        accounts[name], tokens[name] = claims, token
+    return op_claims, accounts, tokens
+
+
+def edges_from(params, accounts):
+    publics = {name: claims["sub"] for name, claims in accounts.items()}
+    if params["share_stream"]:
+        return graph.share_edges(params["share_stream"], publics)
+    account = params["account"]
+    where = "export %r of account %r" % (params["name"] or params["subject"], account)
+    if account not in accounts:
+        raise StoreError("%s: account %r is not in the store" % (where, account))
+    export = graph.export_claim(params["name"], params["subject"], params["type"], public=params["public"],
+                                response_type=params["response_type"],
+                                account_token_position=params["account_token_position"],
+                                description=params["description"], where=where)
+    imports = []
+    for index, importer in enumerate(params["importers"]):
+        at = "%s: importers[%d]" % (where, index)
+        if importer["account"] not in accounts:
+            raise StoreError("%s: account %r is not in the store" % (at, importer["account"]))
+        imports.append((importer["account"], graph.import_claim(
+            export, publics[importer["account"]], subject=importer["subject"],
+            local_subject=importer["local_subject"], name=importer["name"], where=at)))
+    return [graph.Edge(account, export, imports)], None
+
+
+def activation_signer(store, accounts):
+    def sign(exporter, export, importer_public, imp, current):
+        claims = accounts[exporter]
+        seed, via_signing_key = nsc.signer_of(store, claims, "account %r" % exporter)
+        desired = graph.activation_claims(importer_public, export, imp, claims["sub"] if via_signing_key else None)
+        if current:
+            try:
+                existing = jwt.decode(current, verify=True)
+            except jwt.JWTError:
+                existing = None
+            if existing and jwt.same_claims(nsc.body(existing), desired) and existing.get("iss") in (
+                    [claims["sub"]] + list(claims["nats"].get("signing_keys") or [])):
+                return current
+        return jwt.encode(desired, seed)
+    return sign
+
+
+def plan(module, store):
+    p = module.params
+    op_claims, accounts, tokens = load(store)
+    edges, external = edges_from(p, accounts)
+    after = graph.apply(accounts, edges, p["state"], activation_signer(store, accounts))
+    signer = None
+    changed_accounts, new_tokens, diff = [], {}, {"before": {}, "after": {}}
+    for name in sorted(after):
+        if not nsc.needs_signing(accounts[name], nsc.body(after[name])):
+            continue
+        if signer is None:
+            signer, _via = nsc.signer_of(store, op_claims, "operator %r" % store.operator)
+        new_tokens[name] = jwt.encode(nsc.body(after[name]), signer)
+        changed_accounts.append({"name": name, "account_id": accounts[name]["sub"]})
+        diff["before"][name] = graph.graph_part(accounts[name])
+        diff["after"][name] = graph.graph_part(after[name])
+    managed_exports = [dict(edge.export, account=edge.exporter) for edge in edges]
+    managed_imports = [dict(imp, account=importer, exporter=edge.exporter) for edge in edges
+                       for importer, imp in edge.imports]
+    result = dict(changed=bool(changed_accounts), exports_changed=bool(changed_accounts),
+                  accounts=changed_accounts, exports=managed_exports, imports=managed_imports)
+    if external is not None:
+        result["external"] = external
+    if module._diff:
+        result["diff"] = diff
+    return result, op_claims, accounts, tokens, new_tokens, edges
+
+
+def push(module, store, op_claims, names, tokens, result):
+    p = module.params
+    params = dict(p)
+    if not any(p.get(key) for key in ("creds", "nkey_seed", "user", "token")):
+        system = nsc.system_account_name(store, op_claims)
+        if not system or store.read_creds(system, "sys") is None:
+            raise StoreError("push needs creds of a system account user: none given and no creds of user 'sys' of "
+                             "the system account in the store")
+        params["creds"] = store.creds_path(system, "sys")
+    result.update(pushed=[], unconfirmed=[])
+    with NatsClient(params) as client:
+        for name in names:
+            token = tokens[name]
+            claims = jwt.decode(token, verify=False)
+            current = nsc.lookup(client, claims["sub"], min(client.timeout, 2.0))
+            if current and jwt.same_claims(jwt.decode(current, verify=False), claims):
+                continue
+            result["changed"] = True
+            if not any(a["name"] == name for a in result["accounts"]):
+                result["accounts"].append({"name": name, "account_id": claims["sub"]})
+            if module.check_mode:
+                continue
+            answers, unconfirmed, read_back = nsc.push_account(client, claims["sub"], token, client.timeout,
+                                                               p["expected_servers"])
+            result["pushed"].append({"account": name, "answers": answers})
+            if not read_back:
+                unconfirmed = unconfirmed + ["(read-back)"]
+            result["unconfirmed"] += ["%s on %s" % (name, server) for server in unconfirmed]
+    if result["unconfirmed"]:
+        module.fail_json(msg="the push was not confirmed: %s" % ", ".join(result["unconfirmed"]), **result)
+
+
+def main():
+    module = nats_module(ARGUMENT_SPEC, jetstream=False, supports_check_mode=True,
+                         required_one_of=[["subject", "share_stream"]],
+                         mutually_exclusive=[["share_stream", "subject"], ["share_stream", "account"],
+                                             ["share_stream", "name"]],
+                         required_by={"subject": ["account"]})
+    p = module.params
+    if jwt.nkeys is None:
+        from ansible.module_utils.basic import missing_required_lib
+        module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
+    if p["push"]:
+        require_nats_py(module)
+    try:
+        store = Store(p["store_dir"], p["keys_dir"], p["operator"])
+        result, op_claims, _accounts, tokens, new_tokens, edges = plan(module, store)
+        if new_tokens and not module.check_mode:
+            for name, token in new_tokens.items():
+                store.write_account(name, token)
+        if p["push"]:
+            affected = set(new_tokens)
+            for edge in edges:
+                affected.add(edge.exporter)
+                affected.update(importer for importer, _imp in edge.imports)
+            current = dict(tokens, **new_tokens)
+            push(module, store, op_claims, sorted(affected), current, result)
+    except (StoreError, jwt.JWTError, OSError, NatsClientError) as exc:
+        module.fail_json(msg="operator %r: %s" % (p["operator"], exc))
+    for imp in result["imports"]:
+        imp.pop("token", None)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
