@@ -11,12 +11,12 @@ the module fetches, this decides, the module sends.
 from __future__ import annotations
 
 import copy
-import re
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import differences
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
     canonical_time, check_name as check_token, check_subject, duration_ns, format_duration, size_bytes,
     subjects_collide)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import api_level_version, parse_version
 
 PULL, PUSH = "pull", "push"
 V2_10, V2_14 = (2, 10), (2, 14)
@@ -26,8 +26,6 @@ DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", 
 ACK_POLICIES = ("explicit", "all", "none")
 REPLAY_POLICIES = ("instant", "original")
 
-# Measured: $JS.API.INFO answers api.level 3 on 2.12.8, 4 on 2.14.6, 5 on 2.15.x; none before 2.11.
-_API_LEVEL_VERSIONS = {1: (2, 11), 2: (2, 12), 3: (2, 12)}
 
 
 class ConsumerInputError(ValueError):
@@ -170,11 +168,6 @@ def check_name(kind, name):
         raise ConsumerInputError(kind, "%r is longer than 255 characters" % name)
 
 
-def parse_version(text):
-    numbers = re.findall(r"\d+", str(text or ""))
-    return tuple(int(n) for n in numbers[:3]) if len(numbers) >= 2 else None
-
-
 def domain_version(account_info=None, *configs):
     """The lowest (major, minor[, patch]) the JetStream servers of a domain surely run.
 
@@ -184,9 +177,9 @@ def domain_version(account_info=None, *configs):
     filters; 2.9 has none of these.
     """
     found = []
-    level = ((account_info or {}).get("api") or {}).get("level")
-    if isinstance(level, int) and level > 0:
-        found.append(_API_LEVEL_VERSIONS.get(level, (2, 10 + level)))
+    by_level = api_level_version(((account_info or {}).get("api") or {}).get("level"))
+    if by_level:
+        found.append(by_level[:2])  # a level pins the minor release only
     for config in configs:
         config = config or {}
         stamped = parse_version((config.get("metadata") or {}).get(SERVER_METADATA_PREFIX + "ver"))

@@ -25,6 +25,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
     size_bytes,
     tokens_collide,
 )
+from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import api_level_version, parse_version
 
 ERR_STREAM_NOT_FOUND = 10059
 
@@ -452,17 +453,8 @@ def changed_fields(desired, actual):
 
 ServerVersion = namedtuple("ServerVersion", "number exact")
 
-# JetStream API level (account info, 2.11+) -> the first release with it.
-_API_LEVELS = ((5, (2, 15, 0)), (4, (2, 14, 0)), (2, (2, 12, 0)), (1, (2, 11, 0)))
-
-
 def version_text(version):
     return ".".join(str(p) for p in (version.number if version.exact else version.number[:2]))
-
-
-def parse_version(text):
-    match = re.search(r"(\d+)\.(\d+)\.(\d+)", str(text or ""))
-    return tuple(int(p) for p in match.groups()) if match else None
 
 
 def version_from_stream(info):
@@ -478,10 +470,9 @@ def version_from_stream(info):
 def version_from_account(account):
     """The version floor of the server that answered a $JS.API.INFO: the API
     level from 2.11 on; 2.10 reports reserved storage, 2.9 does not."""
-    level = (account.get("api") or {}).get("level") or 0
-    for floor, version in _API_LEVELS:
-        if level >= floor:
-            return ServerVersion(version, False)
+    version = api_level_version((account.get("api") or {}).get("level"))
+    if version:
+        return ServerVersion(version, False)
     return ServerVersion((2, 10, 0) if "reserved_memory" in account else (2, 9, 0), False)
 
 

@@ -14,7 +14,7 @@ import copy
 import json
 import re
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _units
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _units, _versions
 
 _DURATION_RE = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 
@@ -97,10 +97,10 @@ class ConfigError(ValueError):
 
 def parse_version(value):
     """'v2.10.22', 'nats-server: v2.9.10', '2.11.0-RC.1' -> (2, 10, 22)."""
-    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", str(value or ""))
-    if not match:
+    version = _versions.parse_version(value)
+    if version is None:
         raise ConfigError("cannot read a nats-server version from %r" % (value,))
-    return tuple(int(part or 0) for part in match.groups())
+    return version
 
 
 def parse_size(value, field="size"):
@@ -133,14 +133,10 @@ def parse_timestamp(value):
     return days * 86400 + hour * 3600 + minute * 60 + second + fraction - offset
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
-
-
 def duration_seconds(value, field="duration"):
     """Seconds in a Go duration string ('2m', '1h30m', '500ms')."""
     check_duration(value, field)
-    return sum(float(n) * _DURATION_SECONDS[unit] for n, unit in _DURATION_PART.findall(value))
+    return _units.duration_ns(value) / 1e9
 
 
 def upstream_arch(ansible_architecture):
