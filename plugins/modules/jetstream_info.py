@@ -58,8 +58,9 @@ options:
       - Unset, nothing is read twice.
     type: raw
 notes:
-  - A domain that does not answer is listed in RV(unreachable) with a warning; the module fails
-    only when none answers.
+  - A domain that does not answer is listed in RV(unanswered) with a warning; the module fails
+    only when none answers. The key is not called C(unreachable), which Ansible would read as the host
+    being unreachable, stopping the play.
   - Status is V(error) when the server reports an error for a mirror or source, V(inactive)
     when it has not been active within O(inactive_after), V(stalled) (see O(recheck_after)),
     V(lagging) when messages are still to be copied, else V(ok).
@@ -227,7 +228,7 @@ domains:
   returned: always
   type: list
   elements: str
-unreachable:
+unanswered:
   description: Domains that did not answer, with C(domain) and C(error).
   returned: always
   type: list
@@ -310,7 +311,7 @@ class Report(object):
         self.readers = []
         self.streams = []
         self.replication = []
-        self.unreachable = []
+        self.unanswered = []
 
     def collect(self, targets, wanted):
         for domain, api_prefix in targets:
@@ -320,7 +321,7 @@ class Report(object):
             except JetStreamError:
                 raise
             except NatsClientError as exc:
-                self.unreachable.append(dict(domain=domain or api_prefix or LOCAL, error=str(exc)))
+                self.unanswered.append(dict(domain=domain or api_prefix or LOCAL, error=str(exc)))
                 self.module.warn("JetStream %s did not answer: %s" % (reader.js.where(), exc))
                 continue
             self.readers.append(reader)
@@ -356,7 +357,7 @@ class Report(object):
         replication = sorted(self.replication, key=lambda r: (r["domain"], r["stream"], r["kind"] != "mirror",
                                                               r["source"]))
         return dict(changed=False, streams=streams, replication=replication, domains=domains,
-                    unreachable=self.unreachable, report=render_report(streams, replication, domains),
+                    unanswered=self.unanswered, report=render_report(streams, replication, domains),
                     dot=render_dot(streams, replication))
 
 
@@ -397,14 +398,14 @@ def main():
     result = report.result()
     if not result["domains"]:
         module.fail_json(msg="no JetStream domain answered: %s" % "; ".join(
-            "%s: %s" % (u["domain"], u["error"]) for u in report.unreachable), unreachable=report.unreachable)
+            "%s: %s" % (u["domain"], u["error"]) for u in report.unanswered), unanswered=report.unanswered)
     if wanted:
         found = set(s["name"] for s in result["streams"])
         missing = [name for name in wanted if name not in found]
         if missing:
             module.fail_json(msg="stream%s %s not found in %s" % (
                 "s" if len(missing) > 1 else "", ", ".join(repr(m) for m in missing),
-                ", ".join("domain %s" % d for d in result["domains"])), unreachable=report.unreachable)
+                ", ".join("domain %s" % d for d in result["domains"])), unanswered=report.unanswered)
     module.exit_json(**result)
 
 

@@ -192,3 +192,25 @@ def operator_mode_conf(tmp_path, operator, port, http, max_memory=67108864, max_
         'resolver: { type: full, dir: "%s", allow_delete: false, interval: "2m" }' % (tmp_path / "jwt"),
         'resolver_preload: { %s: "%s" }' % (operator["system_account_id"], operator["system_account_jwt"]),
     ]) + "\n"
+
+
+# --------------------------------------------------------------------------
+# whole plays, the way users run the modules
+
+
+def run_playbook(tmp_path, tasks, verbosity=0, extra_args=(), env=None):
+    """Run ``tasks`` (YAML text of a task list) in a play on localhost with
+    ansible-playbook. Returns the CompletedProcess (stdout and stderr merged)."""
+    import textwrap
+
+    play = "- hosts: localhost\n  gather_facts: false\n  tasks:\n" + textwrap.indent(textwrap.dedent(tasks), "    ")
+    path = tmp_path / "play.yml"
+    path.write_text(play)
+    environment = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1",
+                       ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="0",
+                       ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_RETRY_FILES_ENABLED="0",
+                       **(env or {}))
+    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+               str(path)] + (["-" + "v" * verbosity] if verbosity else []) + list(extra_args)
+    return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment,
+                          timeout=300)

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import time
 
-from conftest import jetstream, publish
+from conftest import jetstream, publish, run_playbook
 
 
 def build_replication(env):
@@ -51,7 +51,7 @@ def test_report_of_two_domains_in_one_run(hub_and_leaf, module):
         assert time.monotonic() < deadline, "replication did not converge: %s" % json.dumps(result["report"])
         time.sleep(0.5)
 
-    assert result["domains"] == ["hub", "leaf"] and result["unreachable"] == []
+    assert result["domains"] == ["hub", "leaf"] and result["unanswered"] == []
     streams = dict(((s["domain"], s["name"]), s) for s in result["streams"])
     assert sorted(streams) == [("hub", "aggregate"), ("hub", "cnc"), ("leaf", "recv-cnc"), ("leaf", "test")]
     cnc = streams["hub", "cnc"]
@@ -102,7 +102,7 @@ def test_stream_filter_unreachable_domains_and_options(hub_and_leaf, module):
 
     partly = module("jetstream_info", dict(servers=[env["hub"]], domains=["hub", "nowhere"]))
     assert not partly.get("failed") and partly["domains"] == ["hub"], partly
-    assert [u["domain"] for u in partly["unreachable"]] == ["nowhere"]
+    assert [u["domain"] for u in partly["unanswered"]] == ["nowhere"]
     assert "nowhere" in json.dumps(partly.get("warnings"))
 
     nothing = module("jetstream_info", dict(servers=[env["hub"]], domains=["nowhere"]))
@@ -114,3 +114,24 @@ def test_stream_filter_unreachable_domains_and_options(hub_and_leaf, module):
     local = module("jetstream_info", dict(servers=[env["leaf"]], recheck_after="1s", inactive_after="30s"))
     assert local["domains"] == ["leaf"] and not local.get("failed"), local
     assert by_name(local["streams"], name="recv-cnc")[0]["domain"] == "leaf"
+
+
+def test_a_dead_domain_is_a_warning_and_the_play_goes_on(hub_and_leaf, tmp_path):
+    """A result key Ansible reads as 'host unreachable' would stop the play
+    here (rc 4), even under ignore_errors."""
+    proc = run_playbook(tmp_path, """
+        - name: Report a live domain and one nobody serves
+          nats_edge.fleet.jetstream_info:
+            servers: ["%s"]
+            domains: [hub, nowhere]
+            timeout: 1
+          register: report
+        - name: The play goes on
+          ansible.builtin.assert:
+            that:
+              - report.domains == ['hub']
+              - report.unanswered | map(attribute='domain') | list == ['nowhere']
+              - report.warnings | length == 1
+    """ % hub_and_leaf["hub"])
+    assert proc.returncode == 0, proc.stdout
+    assert "[WARNING]" in proc.stdout and "nowhere" in proc.stdout and "ok=2" in proc.stdout, proc.stdout

@@ -94,3 +94,20 @@ def test_every_nats_module_is_in_the_action_group():
                       importlib.import_module("%s.modules.%s" % (PACKAGE, name)).DOCUMENTATION
                   ).get("extends_documentation_fragment", [])]
     assert sorted(group) == sorted(connecting)
+
+
+# Result keys Ansible itself interprets: a module returning one of these for
+# its own purpose changes how the task is judged (``unreachable`` stops the
+# play even under ignore_errors, ``rc`` != 0 fails it, ``results`` is read as
+# a loop).
+RESERVED_RESULT_KEYS = {"failed", "skipped", "changed", "unreachable", "ansible_facts", "rc", "results",
+                        "invocation", "warnings", "deprecations", "exception", "msg", "skip_reason",
+                        "stdout", "stderr", "stdout_lines", "stderr_lines", "module_stdout", "module_stderr"}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_no_returned_key_is_one_ansible_interprets(name):
+    module = importlib.import_module("%s.modules.%s" % (PACKAGE, name))
+    keys = set(yaml.safe_load(module.RETURN))
+    assert not keys & RESERVED_RESULT_KEYS
+    assert not [key for key in keys if key.startswith(("_ansible", "ansible_"))]

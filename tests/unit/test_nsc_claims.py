@@ -26,7 +26,7 @@ def test_account_limits_only_set_what_is_given():
 
 def test_permissions_sorted_checked_and_empty_parts_left_out():
     built = nsc.permissions({"pub": {"allow": ["b", "a", "a"]}, "sub": {"deny": []},
-                             "resp": {"max": 2, "ttl": "5s"}}, "permissions", responses=True)
+                             "resp": {"max": 2, "ttl": "5s"}}, "permissions")
     assert built == {"pub": {"allow": ["a", "b"]}, "sub": {}, "resp": {"max": 2, "ttl": 5 * 10 ** 9}}
     with pytest.raises(StoreError, match="permissions.sub.allow"):
         nsc.permissions({"sub": {"allow": ["a.*b"]}}, "permissions")
