@@ -25,6 +25,14 @@ options:
     description: Name of the operator.
     type: str
     required: true
+  lock_timeout:
+    description:
+      - Seconds to wait for the store's lock. A run that may write holds an exclusive lock on O(store_dir)
+        from its first read to its last write and push, so parallel runs (forks, C(delegate_to=localhost))
+        apply their changes one after the other; reading runs take a shared lock.
+      - When the time is up the module fails and changes nothing.
+    type: float
+    default: 120.0
 notes:
   - The store has nsc's layout, so C(nsc) can read and edit what these modules write and the other way
     round. Claims these modules do not manage (for example exports added with C(nsc)) are kept.

@@ -14,8 +14,8 @@ import copy
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import differences
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
-    canonical_time, check_name as check_token, check_subject, duration_ns, format_duration, size_bytes,
-    subjects_collide)
+    bare_seconds_warning, canonical_time, check_name as check_token, check_subject, duration_ns, format_duration,
+    size_bytes, subjects_collide)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import api_level_version, parse_version
 
 PULL, PUSH = "pull", "push"
@@ -196,6 +196,19 @@ def version_text(version):
 
 
 # -- desired and actual ---------------------------------------------------------------------------
+
+
+def duration_warnings(params):
+    """Warnings for bare numbers of seconds that look meant in another unit."""
+    found = []
+    for field in FIELDS:
+        value = params.get(field.name)
+        if value is None or field.kind not in ("duration", "durations"):
+            continue
+        values = [(field.name, value)] if field.kind == "duration" else [
+            ("%s[%d]" % (field.name, index), item) for index, item in enumerate(value)]
+        found.extend(text for text in (bare_seconds_warning(v, name) for name, v in values) if text)
+    return found
 
 
 def desired_config(params):

@@ -17,6 +17,7 @@ from collections import namedtuple
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import Diff, differences
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
+    bare_seconds_warning,
     canonical_time,
     check_name,
     check_subject,
@@ -109,7 +110,7 @@ class StreamError(Exception):
     """Input or a requested change that cannot be applied, worded for the user."""
 
 
-Desired = namedtuple("Desired", "name state config on_immutable_change allow_data_loss")
+Desired = namedtuple("Desired", "name state config on_immutable_change allow_data_loss warnings")
 
 
 def desired_items(params):
@@ -156,8 +157,13 @@ def desired_from_params(params):
         raise StreamError("stream name: %s" % exc)
     state = params.get("state") or "present"
     config = to_api(params) if state == "present" else {}
+    given = dict((key, params.get(key)) for key in _DURATIONS)
+    given["consumer_limits.inactive_threshold"] = (params.get("consumer_limits") or {}).get("inactive_threshold")
+    warnings = ["stream %r: %s" % (name, text) for text in
+                (bare_seconds_warning(value, field) for field, value in sorted(given.items()) if value is not None)
+                if text] if state == "present" else []
     return Desired(name, state, config, params.get("on_immutable_change") or "fail",
-                   bool(params.get("allow_data_loss")))
+                   bool(params.get("allow_data_loss")), warnings)
 
 
 # --------------------------------------------------------------------------
@@ -367,6 +373,27 @@ def _source(name, field, given):
                     fail("%s: %s" % (part, exc))
         source["external"] = {"api": api, "deliver": deliver}
     return source
+
+
+def origins_to_check(desired, plan_):
+    """(field, origin name, API prefix) of each mirror or source a create or
+    update sends, whose stream can be looked up: in a domain (or the local
+    one). Origins behind another account's import (``external`` with a
+    delivery prefix) are left out: that account exports no STREAM.INFO."""
+    if plan_.action not in ("create", "update", "recreate"):
+        return []
+    config = desired.config
+    if plan_.action == "update" and not any(f.split(".")[0] in ("mirror", "sources") for f in plan_.fields):
+        return []
+    entries = ([("mirror", config["mirror"])] if config.get("mirror") else []) + [
+        ("sources[%d]" % index, source) for index, source in enumerate(config.get("sources") or [])]
+    found = []
+    for field, source in entries:
+        external = source.get("external") or {}
+        if external.get("deliver"):
+            continue
+        found.append((field, source["name"], external.get("api")))
+    return found
 
 
 def _source_key(source):

@@ -15,6 +15,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import time
 import traceback
 
@@ -219,3 +220,37 @@ def creds(user_jwt, user_seed):
             "NKEYs are sensitive and should be treated as secrets.\n\n"
             "-----BEGIN USER NKEY SEED-----\n%s\n------END USER NKEY SEED------\n\n"
             "*************************************************************\n") % (user_jwt, seed)
+
+
+_CREDS_BLOCK = re.compile(r"-{3,}BEGIN ([A-Z ]+)-{3,}\s*\n\s*(\S+)\s*\n\s*-{3,}END \1-{3,}")
+
+
+def parse_creds(text):
+    """(user JWT, seed) of the text of a .creds file; JWTError (never quoting
+    the text, which holds a seed) when either is missing or malformed."""
+    blocks = dict((kind, value) for kind, value in _CREDS_BLOCK.findall(text or ""))
+    token = blocks.get("NATS USER JWT")
+    seed = blocks.get("USER NKEY SEED")
+    if not token or not seed:
+        raise JWTError("not a NATS creds file (it needs a 'BEGIN NATS USER JWT' and a 'BEGIN USER NKEY SEED' block)")
+    try:
+        claims = decode(token, verify=False)
+    except JWTError:
+        raise JWTError("a creds file whose user JWT is malformed")
+    try:
+        check_seed(seed, "user")
+    except JWTError as exc:
+        raise JWTError("a creds file whose seed is no good: %s" % exc)
+    return token, claims, seed
+
+
+def check_seed(seed, kind=None):
+    """The public key of a seed; JWTError (without the seed) when it is not one."""
+    _require()
+    try:
+        public = nkeys.from_seed(_bytes(seed.strip() if isinstance(seed, str) else seed.strip())).public_key.decode()
+    except Exception:  # nkeys raises its own error types, and binascii/ValueError on garbage
+        raise JWTError("not a valid nkey seed")
+    if kind and kind_of(public) != kind:
+        raise JWTError("the seed is of an %s key, not a %s key" % (kind_of(public), kind))
+    return public

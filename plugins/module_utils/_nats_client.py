@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import ssl
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 
 try:
     import asyncio
@@ -74,8 +77,50 @@ class JetStreamError(NatsClientError):
         super(JetStreamError, self).__init__("%s (%s %s, on %s)" % (description, code, err_code, subject))
 
 
+# Credentials inside a URL: nats://user:password@host, nats://token@host.
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+
+
+def redact(text):
+    """``text`` with the credentials of every URL in it replaced by '***'."""
+    return _URL_USERINFO.sub(lambda m: "%s***@" % m.group("scheme"), str(text))
+
+
+def url_secrets(urls):
+    """The secret parts of URLs' userinfo: the password of user:password,
+    the whole of a bare token."""
+    secrets = set()
+    for url in urls or []:
+        for match in _URL_USERINFO.finditer(str(url)):
+            userinfo = match.group("userinfo")
+            secrets.add(userinfo)
+            if ":" in userinfo:
+                secrets.add(userinfo.split(":", 1)[1])
+    return set(secret for secret in secrets if secret)
+
+
+class NatsModule(AnsibleModule):
+    """AnsibleModule that never lets credentials written inside a server URL
+    reach its output: they are masked like no_log values (also in the
+    invocation shown at -vvv), and every message is redacted."""
+
+    def __init__(self, *args, **kwargs):
+        super(NatsModule, self).__init__(*args, **kwargs)
+        secrets = url_secrets(self.params.get("servers"))
+        if secrets:
+            self.no_log_values.update(secrets)
+            self.warn("servers: credentials written inside a server URL are hidden from the output; prefer the "
+                      "user/password, token or creds options")
+
+    def fail_json(self, msg=None, **kwargs):
+        super(NatsModule, self).fail_json(msg=redact(msg), **kwargs)
+
+    def warn(self, warning):
+        super(NatsModule, self).warn(redact(warning))
+
+
 def nats_module(argument_spec, jetstream=True, **kwargs):
-    """An AnsibleModule with the shared connection options merged in."""
+    """A NatsModule with the shared connection options merged in."""
     spec = dict(CONNECTION_ARGSPEC)
     if jetstream:
         spec.update(JETSTREAM_ARGSPEC)
@@ -83,7 +128,7 @@ def nats_module(argument_spec, jetstream=True, **kwargs):
     mutually_exclusive = list(kwargs.pop("mutually_exclusive", []))
     mutually_exclusive += [["creds", "nkey_seed", "user", "token"], ["domain", "api_prefix"]] if jetstream else [
         ["creds", "nkey_seed", "user", "token"]]
-    return AnsibleModule(argument_spec=spec, mutually_exclusive=mutually_exclusive, **kwargs)
+    return NatsModule(argument_spec=spec, mutually_exclusive=mutually_exclusive, **kwargs)
 
 
 def require_nats_py(module):
@@ -137,21 +182,18 @@ class NatsClient(object):
             name="ansible nats_edge.fleet",
         )
         if p.get("creds"):
-            _readable(p["creds"], "creds")
+            check_creds_file(p["creds"])
             options["user_credentials"] = p["creds"]
         if p.get("nkey_seed"):
-            _readable(p["nkey_seed"], "nkey_seed")
+            _check_seed_file(p["nkey_seed"])
             options["nkeys_seed"] = p["nkey_seed"]
         if p.get("user"):
             options["user"] = p["user"]
             options["password"] = p.get("password") or ""
         if p.get("token"):
             options["token"] = p["token"]
-        if p.get("tls_ca") or p.get("tls_cert"):
-            context = ssl.create_default_context(cafile=p.get("tls_ca"))
-            if p.get("tls_cert"):
-                context.load_cert_chain(p["tls_cert"], p.get("tls_key"))
-            options["tls"] = context
+        if p.get("tls_ca") or p.get("tls_cert") or p.get("tls_key"):
+            options["tls"] = _tls_context(p)
 
         async def quiet(_exc):
             return None
@@ -159,10 +201,9 @@ class NatsClient(object):
         options["error_cb"] = quiet
         try:
             return await asyncio.wait_for(nats.connect(**options), self.timeout + 1)
-        except (asyncio.TimeoutError, nats_errors.NoServersError, OSError) as exc:
-            raise NatsClientError("cannot connect to %s: %s" % (", ".join(self.servers), _describe(exc)))
         except Exception as exc:
-            raise NatsClientError("cannot connect to %s: %s" % (", ".join(self.servers), _describe(exc)))
+            raise NatsClientError("cannot connect to %s: %s" % (", ".join(redact(s) for s in self.servers),
+                                                                _describe(exc)))
 
     # -- requests --------------------------------------------------------------
 
@@ -268,8 +309,52 @@ def _readable(path, option):
         raise NatsClientError("%s: %s is not readable" % (option, path))
 
 
+def _read(path, option):
+    _readable(path, option)
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NatsClientError("%s: cannot read %s: %s" % (option, path, getattr(exc, "strerror", None) or exc))
+
+
+def check_creds_file(path, option="creds"):
+    """Claims of the user in a creds file; a clear error, naming the option
+    and the path but never the content, when it is not a creds file."""
+    try:
+        return jwt.parse_creds(_read(path, option))[1]
+    except jwt.JWTError as exc:
+        raise NatsClientError("%s: %s is %s" % (option, path, exc))
+
+
+def _check_seed_file(path, option="nkey_seed"):
+    try:
+        jwt.check_seed(_read(path, option).strip(), "user")
+    except jwt.JWTError as exc:
+        raise NatsClientError("%s: %s does not hold a user nkey seed (%s)" % (option, path, exc))
+
+
+def _tls_context(p):
+    for option in ("tls_ca", "tls_cert", "tls_key"):
+        if p.get(option):
+            _readable(p[option], option)
+    if p.get("tls_key") and not p.get("tls_cert"):
+        raise NatsClientError("tls_key: %s is given without tls_cert" % p["tls_key"])
+    try:
+        context = ssl.create_default_context(cafile=p.get("tls_ca"))
+    except ssl.SSLError as exc:
+        raise NatsClientError("tls_ca: %s holds no usable CA certificate (%s)" % (p["tls_ca"], exc.reason or exc))
+    if p.get("tls_cert"):
+        try:
+            context.load_cert_chain(p["tls_cert"], p.get("tls_key"))
+        except ssl.SSLError as exc:
+            raise NatsClientError("tls_cert/tls_key: cannot load the client certificate %s with key %s (%s)" % (
+                p["tls_cert"], p.get("tls_key") or "(in the same file)", exc.reason or exc))
+    return context
+
+
 def _describe(exc):
     text = str(exc) or exc.__class__.__name__
     if isinstance(exc, asyncio.TimeoutError):
         return "timed out"
-    return text
+    return redact(text)

@@ -13,13 +13,15 @@ from __future__ import annotations
 import calendar
 import copy
 import json
+import os
+import stat
 import time
 
 from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import (
-    DEFAULT_KEYS_DIR, DEFAULT_STORE_DIR, StoreError)
+    DEFAULT_KEYS_DIR, DEFAULT_LOCK_TIMEOUT, DEFAULT_STORE_DIR, StoreError)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
     canonical_time, check_subject, duration_ns, size_bytes)
 
@@ -27,6 +29,7 @@ STORE_ARGSPEC = dict(
     store_dir=dict(type="path", default=DEFAULT_STORE_DIR, fallback=(env_fallback, ["NSC_STORE"])),
     keys_dir=dict(type="path", default=DEFAULT_KEYS_DIR, fallback=(env_fallback, ["NKEYS_PATH"])),
     operator=dict(type="str", required=True),
+    lock_timeout=dict(type="float", default=DEFAULT_LOCK_TIMEOUT),
 )
 
 # The exports nsc gives the system account so that other accounts can import
@@ -88,7 +91,18 @@ def account_limits(options):
     return limits
 
 
-def permissions(options, what, responses=False):
+# The full nested spec of user and default permissions: Ansible then refuses
+# unknown keys ('alow', 'publish') and wrong types, which the server would
+# otherwise read as "no restriction".
+_SUBJECT_RULES = dict(allow=dict(type="list", elements="str"), deny=dict(type="list", elements="str"))
+PERMISSIONS_OPTIONS = dict(
+    pub=dict(type="dict", options=_SUBJECT_RULES),
+    sub=dict(type="dict", options=_SUBJECT_RULES),
+    resp=dict(type="dict", options=dict(max=dict(type="int", default=1), ttl=dict(type="raw", default=0))),
+)
+
+
+def permissions(options, what):
     """{pub: {allow, deny}, sub: {allow, deny}[, resp: {max, ttl}]} with sorted,
     checked subjects; empty parts left out as the server writes them."""
     result = {"pub": {}, "sub": {}}
@@ -101,7 +115,7 @@ def permissions(options, what, responses=False):
                 raise StoreError("%s.%s.%s: %s" % (what, direction, rule, exc))
             if checked:
                 result[direction][rule] = checked
-    resp = (options or {}).get("resp") if responses else None
+    resp = (options or {}).get("resp")
     if resp:
         try:
             result["resp"] = {"max": int(resp.get("max") if resp.get("max") is not None else 1),
@@ -177,8 +191,61 @@ def system_account_name(store, operator_claims):
     return None
 
 
+def importers_of(store, account, public):
+    """'<importer> (<subject>)' for every import of another account in the
+    store that reads from ``public``."""
+    found = []
+    for name in store.accounts():
+        if name == account:
+            continue
+        _token, claims = store.read_account(name)
+        for imp in ((claims or {}).get("nats") or {}).get("imports") or []:
+            if imp.get("account") == public:
+                found.append("%s (%s %s)" % (name, imp.get("type", "stream"), imp.get("subject")))
+    return found
+
+
+def warn_loose_keys_dir(module, keys_dir):
+    """Seeds are secrets: say so when others may write where they live."""
+    path = os.path.abspath(os.path.expanduser(keys_dir))
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return
+    if mode & 0o022:
+        module.warn("keys_dir %s is %s-writable (mode %04o): others can replace the seeds in it; "
+                    "chmod go-w it" % (path, "group- and world" if mode & 0o022 == 0o022 else
+                                       "group" if mode & 0o020 else "world", mode))
+
+
 # --------------------------------------------------------------------------
 # the resolver
+
+
+def push_params(store, op_claims, params):
+    """Connection options for a push: the given ones, else the creds of the
+    system account's ``sys`` user in the store. Creds of a user of another
+    account are refused before anything is sent: the resolver only takes
+    claims updates from the system account."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import check_creds_file
+    result = dict(params)
+    system_public = (op_claims.get("nats") or {}).get("system_account")
+    if not any(params.get(key) for key in ("creds", "nkey_seed", "user", "token")):
+        system = system_account_name(store, op_claims)
+        if not system or store.read_creds(system, "sys") is None:
+            raise StoreError("push needs creds of a system account user: none given and no creds of user 'sys' of "
+                             "the system account in the store")
+        result["creds"] = store.creds_path(system, "sys")
+    elif params.get("creds") and system_public:
+        claims = check_creds_file(params["creds"])
+        account = (claims.get("nats") or {}).get("issuer_account") or claims.get("iss")
+        if account != system_public:
+            names = dict((c["sub"], n) for n, c in ((n, store.read_account(n)[1]) for n in store.accounts()) if c)
+            raise StoreError("creds: %s belong to user %r of account %s, not to the system account %s: the resolver "
+                             "takes account JWTs only from a system account user (nsc_operator's sys_creds)" % (
+                                 params["creds"], claims.get("name"), names.get(account, account),
+                                 names.get(system_public, system_public)))
+    return result
 
 
 def lookup(client, account, timeout):

@@ -60,6 +60,9 @@ def export_claim(name, subject, kind, public=True, response_type=None, account_t
     export = {"name": name or subject, "subject": subject, "type": kind}
     if not public:
         export["token_req"] = True
+    if response_type:
+        # nsc's flags take any case; the claim takes nats' spelling
+        response_type = dict((t.lower(), t) for t in RESPONSE_TYPES).get(str(response_type).lower(), response_type)
     if response_type and response_type != "Singleton":
         if kind != "service":
             raise StoreError("%s: response_type is for service exports only" % where)

@@ -16,15 +16,25 @@ work on the same store::
 Every file is written whole (temporary file, then rename), files are 0600
 and directories 0700 when created; an existing file never gets a looser
 mode than it had.
+
+A run that changes the store holds an exclusive advisory lock on the store
+directory from its first read to its last write (and push), so parallel runs
+(forks over many hosts, all delegated to one controller) apply their changes
+one after another instead of overwriting each other's; readers take a shared
+lock and see a store that holds together.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
 import stat
 import tempfile
+import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import check_name
@@ -35,6 +45,7 @@ MARKER = ".nsc"
 STORE_VERSION = "1"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
+DEFAULT_LOCK_TIMEOUT = 120.0
 
 
 class StoreError(Exception):
@@ -97,6 +108,36 @@ def read_text(path):
         return None
 
 
+@contextlib.contextmanager
+def directory_lock(path, timeout=DEFAULT_LOCK_TIMEOUT, shared=False, create=True):
+    """Hold an advisory lock (flock) on the directory ``path``. A missing
+    directory is created 0700 when ``create``, else nothing is locked: a
+    store that does not exist has nothing to keep consistent yet."""
+    if not os.path.isdir(path):
+        if not create:
+            yield
+            return
+        make_dirs(path)
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        deadline = time.monotonic() + max(float(timeout), 0.0)
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        while True:
+            try:
+                fcntl.flock(handle, mode)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise StoreError("the store %s stayed locked by another run for %ss (lock_timeout); nothing "
+                                     "was changed. Is another play writing to it?" % (path, timeout))
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(handle)
+
+
 class Store(object):
     """One operator's part of an nsc store, and the key store beside it."""
 
@@ -105,6 +146,11 @@ class Store(object):
         self.keys_dir = os.path.abspath(os.path.expanduser(keys_dir))
         self.operator = valid_name("operator", operator)
         self.root = os.path.join(self.store_dir, operator)
+
+    def locked(self, timeout=DEFAULT_LOCK_TIMEOUT, shared=False, create=True):
+        """The store's lock (see directory_lock): exclusive for runs that
+        may write, shared for runs that only read."""
+        return directory_lock(self.store_dir, timeout, shared=shared, create=create)
 
     # -- paths -----------------------------------------------------------------
 

@@ -63,6 +63,28 @@ def duration_ns(value):
                      % (value,))
 
 
+# A bare number of seconds this large (about 11.6 days) is more often a
+# value meant in nanoseconds or milliseconds: 5000000 is 58 days, not 5 ms.
+SUSPICIOUS_SECONDS = 10**6
+
+
+def bare_seconds_warning(value, field):
+    """A warning when ``value`` is a bare number of seconds large enough to
+    have been meant in another unit, else None."""
+    if isinstance(value, bool):
+        return None
+    number = value
+    if isinstance(value, str):
+        if not re.match(r"^\s*\d+(\.\d+)?\s*$", value):
+            return None
+        number = float(value)
+    if not isinstance(number, (int, float)) or number < SUSPICIOUS_SECONDS:
+        return None
+    spelled = format_duration(duration_ns(value))
+    return ("%s: %r is read as seconds (%s); if you meant nanoseconds or milliseconds write a unit (such as "
+            "'5ms'), and write %r to keep this value without a warning" % (field, value, spelled, spelled))
+
+
 def _scaled(number, factor):
     whole, _, fraction = str(number).partition(".")
     result = int(whole) * factor

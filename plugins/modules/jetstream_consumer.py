@@ -301,7 +301,7 @@ diff:
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import (
     FIELDS, ConsumerInputError, ImmutableChange, actual_config, check_name, desired_config, display,
-    domain_version, filter_warnings, merged_config, plan, request_body)
+    domain_version, duration_warnings, filter_warnings, merged_config, plan, request_body)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
 
@@ -500,6 +500,9 @@ def main():
         desired = desired_config(params) if params["state"] == "present" else {}
     except ConsumerInputError as exc:
         module.fail_json(msg="%s: %s" % (label, exc), field=exc.field, changed=False, actions=[])
+    if params["state"] == "present":
+        for warning in duration_warnings(params):
+            module.warn("%s: %s" % (label, warning))
 
     try:
         with NatsClient(params) as client:

@@ -586,10 +586,43 @@ class StreamManager(object):
             plans.append((desired, js_stream.plan(desired, info, version, self.js.where()), info))
         for desired, plan, info in plans:
             self.results[desired.name] = self.entry(plan, info)
+        self.warn_missing_origins(client, plans)
         for action in _ORDER:
             for desired, plan, info in plans:
                 if plan.action == action:
                     self.apply(desired, plan)
+
+    def warn_missing_origins(self, client, plans):
+        """A mirror or source whose origin does not exist is created all the
+        same and only shows an error later: say so now."""
+        declared_here = set(d.name for d in self.declared if d.state == "present")
+        checked = {}
+        for desired, plan, _info in plans:
+            for field, origin, api in js_stream.origins_to_check(desired, plan):
+                if api is None and origin in declared_here:
+                    continue  # created by this run, before the streams that copy it
+                if (origin, api) not in checked:
+                    checked[(origin, api)] = self.origin_state(client, origin, api)
+                state = checked[(origin, api)]
+                if state:
+                    self.module.warn("stream %r %s: %s: its origin stream %r %s; the server creates the %s anyway "
+                                     "and retries until the origin appears" % (
+                                         desired.name, self.js.where(), field, origin, state,
+                                         "mirror" if field == "mirror" else "source"))
+
+    def origin_state(self, client, origin, api):
+        """None when the origin exists, else what is wrong with it."""
+        js = JetStream(client, api_prefix=api) if api else self.js
+        where = js.where() if api else "in the same domain"
+        try:
+            js.call("STREAM.INFO.%s" % origin)
+        except JetStreamError as exc:
+            if exc.err_code == js_stream.ERR_STREAM_NOT_FOUND:
+                return "does not exist %s" % where
+            return "could not be read %s (%s)" % (where, exc.description)
+        except NatsClientError as exc:
+            return "could not be looked up %s (%s)" % (where, exc)
+        return None
 
     def info(self, name):
         try:
@@ -676,6 +709,9 @@ def main():
         declared = js_stream.desired_items(module.params)
     except js_stream.StreamError as exc:
         module.fail_json(msg=str(exc), changed=False, actions=[])
+    for desired in declared:
+        for warning in desired.warnings:
+            module.warn(warning)
     require_nats_py(module)
     bulk = module.params.get("streams") is not None
     manager = StreamManager(module, declared)

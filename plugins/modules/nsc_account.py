@@ -45,9 +45,16 @@ options:
       - V(present) creates or updates the account.
       - V(absent) removes its JWT, users and creds from the store. A full resolver keeps the account
         (nothing is pushed to delete it).
+      - An account that other accounts import from is not removed unless O(force=true).
     type: str
     choices: [present, absent]
     default: present
+  force:
+    description:
+      - With O(state=absent), remove the account even though other accounts import from it. Their imports
+        are left dangling (a warning names them); remove them with M(nats_edge.fleet.nsc_export) first.
+    type: bool
+    default: false
   jetstream:
     description:
       - JetStream limits of the account; left out, JetStream is disabled for it.
@@ -99,8 +106,47 @@ options:
     type: bool
     default: false
   default_permissions:
-    description: Permissions of users that have none of their own, as C(pub)/C(sub) with C(allow)/C(deny) lists.
+    description:
+      - Permissions of users that have none of their own.
+      - Unknown keys are refused, so a typo cannot silently leave users unrestricted.
     type: dict
+    suboptions:
+      pub:
+        description: Subjects users may publish to.
+        type: dict
+        suboptions:
+          allow:
+            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
+            type: list
+            elements: str
+          deny:
+            description: Subjects denied, even when O(default_permissions.pub.allow) matches them.
+            type: list
+            elements: str
+      sub:
+        description: Subjects users may subscribe to.
+        type: dict
+        suboptions:
+          allow:
+            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
+            type: list
+            elements: str
+          deny:
+            description: Subjects denied, even when O(default_permissions.sub.allow) matches them.
+            type: list
+            elements: str
+      resp:
+        description: Allow users to reply to requests they receive, without publish permission for the reply subjects.
+        type: dict
+        suboptions:
+          max:
+            description: Most replies per request.
+            type: int
+            default: 1
+          ttl:
+            description: How long a reply may take, as seconds or a duration such as V(5s); V(0) is no limit.
+            type: raw
+            default: 0
   push:
     description: Send the JWT to the resolver (see the description); needs the connection options.
     type: bool
@@ -111,7 +157,11 @@ options:
         needs at least one.
     type: int
 notes:
-  - For O(push), O(creds) defaults to the system user's creds file in the store.
+  - For O(push), O(creds) defaults to the system user's creds file in the store. Creds of a user of another
+    account are refused before anything is sent.
+  - The store is written before the push. When the push fails the module fails with RV(changed=true) and the
+    servers that did not confirm in RV(unconfirmed); the store keeps the new JWT, and the next run pushes it again
+    because the resolver's JWT still differs.
 """
 
 EXAMPLES = r"""
@@ -185,7 +235,8 @@ ARGUMENT_SPEC = dict(
         conn=dict(type="int"), leaf=dict(type="int"), subs=dict(type="int"), data=dict(type="raw"),
         payload=dict(type="raw"), imports=dict(type="int"), exports=dict(type="int"))),
     signing_key=dict(type="bool", default=False),
-    default_permissions=dict(type="dict"),
+    default_permissions=dict(type="dict", options=nsc.PERMISSIONS_OPTIONS),
+    force=dict(type="bool", default=False),
     push=dict(type="bool", default=False),
     expected_servers=dict(type="int"),
 )
@@ -218,7 +269,8 @@ def plan(module, store):
             signing = [jwt.public_key(seed)]
     desired = nsc.merged(claims, jwt.account_claims(
         name, public, jetstream=nsc.jetstream_limits(p["jetstream"]), limits=nsc.account_limits(p["limits"]),
-        signing_keys=signing, default_permissions=nsc.permissions(p["default_permissions"], "default_permissions")),
+        signing_keys=signing,
+        default_permissions=nsc.permissions(p["default_permissions"], "default_permissions")),
         nsc.ACCOUNT_MANAGED)
     changed = nsc.needs_signing(claims, desired)
     new_claims = claims
@@ -233,16 +285,8 @@ def plan(module, store):
     return result, token, op_claims, new_seeds
 
 
-def push(module, store, op_claims, public, token, result):
+def push(module, params, public, token, result):
     p = module.params
-    params = dict(p)
-    if not any(p.get(key) for key in ("creds", "nkey_seed", "user", "token")):
-        system = nsc.system_account_name(store, op_claims)
-        default = system and store.creds_path(system, "sys")
-        if not default or store.read_creds(system, "sys") is None:
-            raise StoreError("push needs creds of a system account user: none given and no creds of user 'sys' of "
-                             "the system account in the store")
-        params["creds"] = default
     with NatsClient(params) as client:
         current = nsc.lookup(client, public, min(client.timeout, 2.0))
         needed = not current or not jwt.same_claims(jwt.decode(current, verify=False), jwt.decode(token, verify=False))
@@ -257,8 +301,29 @@ def push(module, store, op_claims, public, token, result):
                                                           p["expected_servers"])
         result.update(pushed=pushed, unconfirmed=unconfirmed)
         if unconfirmed or not read_back:
-            module.fail_json(msg="account %r: the push was not confirmed by %s" % (
-                p["name"], ", ".join(unconfirmed) or "the read-back (the resolver returned another JWT)"), **result)
+            raise PushFailed("the push was not confirmed by %s" % (
+                ", ".join(unconfirmed) or "the read-back (the resolver returned another JWT)"))
+
+
+class PushFailed(Exception):
+    pass
+
+
+def remove(module, store, result):
+    """Remove the account, unless others import from it and force is off."""
+    p = module.params
+    token, claims = store.read_account(p["name"])
+    importers = nsc.importers_of(store, p["name"], claims["sub"]) if claims else []
+    if importers and not p["force"]:
+        raise StoreError("other accounts import from it: %s. Remove those imports first (nsc_export "
+                         "state=absent), or set force=true to leave them dangling" % ", ".join(importers))
+    if importers:
+        module.warn("account %r was removed although other accounts import from it; these imports now dangle: %s"
+                    % (p["name"], ", ".join(importers)))
+    if result["changed"] and not module.check_mode:
+        store.remove_account(p["name"])
+    if result["changed"] and p["push"]:
+        module.warn("account %r was removed from the store; the resolver keeps it" % p["name"])
 
 
 def main():
@@ -269,24 +334,37 @@ def main():
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
     if p["push"] and p["state"] == "present":
         require_nats_py(module)
+    nsc.warn_loose_keys_dir(module, p["keys_dir"])
+    result = {}
     try:
         valid_name("account", p["name"])
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
-        result, token, op_claims, new_seeds = plan(module, store)
-        if p["state"] == "absent":
+        with store.locked(p["lock_timeout"], create=False):
+            result, token, op_claims, new_seeds = plan(module, store)
+            if p["state"] == "absent":
+                remove(module, store, result)
+                module.exit_json(**result)
+            # refuse unusable push credentials before the store changes
+            push_with = nsc.push_params(store, op_claims, p) if p["push"] else None
             if result["changed"] and not module.check_mode:
-                store.remove_account(p["name"])
-            if result["changed"] and p["push"]:
-                module.warn("account %r was removed from the store; the resolver keeps it" % p["name"])
-            module.exit_json(**result)
-        if result["changed"] and not module.check_mode:
-            for seed in new_seeds:
-                store.write_seed(seed)
-            store.write_account(p["name"], token)
-        if p["push"]:
-            push(module, store, op_claims, result["account_id"], token, result)
+                for seed in new_seeds:
+                    store.write_seed(seed)
+                store.write_account(p["name"], token)
+            if p["push"]:
+                try:
+                    push(module, push_with, result["account_id"], token, result)
+                except (NatsClientError, PushFailed) as exc:
+                    result.setdefault("unconfirmed", [])
+                    if not result["unconfirmed"]:
+                        result["unconfirmed"] = ["(no server was reached)"]
+                    raise PushFailed("%s%s" % (
+                        "the store holds the new JWT, but " if result["changed"] and not module.check_mode else "",
+                        exc))
+    except PushFailed as exc:
+        module.fail_json(msg="account %r of operator %r: %s; the next run pushes it again" % (
+            p["name"], p["operator"], exc), **result)
     except (StoreError, jwt.JWTError, OSError, NatsClientError) as exc:
-        module.fail_json(msg="account %r of operator %r: %s" % (p["name"], p["operator"], exc))
+        module.fail_json(msg="account %r of operator %r: %s" % (p["name"], p["operator"], exc), **result)
     module.exit_json(**result)
 
 

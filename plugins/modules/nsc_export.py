@@ -54,9 +54,10 @@ options:
     choices: [stream, service]
     default: stream
   response_type:
-    description: How a service answers.
+    description:
+      - How a service answers - V(Singleton) (one reply), V(Stream) or V(Chunked). Any case is accepted, as
+        with nsc's flags.
     type: str
-    choices: [Singleton, Stream, Chunked]
   public:
     description:
       - V(false) makes the export private - an activation token signed by the exporting account (or its
@@ -158,7 +159,11 @@ options:
     description: How many servers must confirm a push; without it the module waits O(timeout) and needs one.
     type: int
 notes:
-  - For O(push), O(creds) defaults to the system user's creds file in the store.
+  - For O(push), O(creds) defaults to the system user's creds file in the store. Creds of a user of another
+    account are refused before anything is written or sent.
+  - The store is written before the push. When a push fails the module fails with RV(changed=true) and the
+    servers that did not confirm in RV(unconfirmed); the store keeps the new JWTs and the next run pushes them
+    again, because the resolver's JWTs still differ.
   - A full resolver keeps an import until it gets the account JWT without it - push removals too.
 """
 
@@ -262,7 +267,7 @@ ARGUMENT_SPEC = dict(
     name=dict(type="str"),
     subject=dict(type="str"),
     type=dict(type="str", choices=["stream", "service"], default="stream"),
-    response_type=dict(type="str", choices=list(graph.RESPONSE_TYPES)),
+    response_type=dict(type="str"),
     public=dict(type="bool", default=True),
     account_token_position=dict(type="int"),
     description=dict(type="str"),
@@ -358,15 +363,12 @@ def plan(module, store):
     return result, op_claims, accounts, tokens, new_tokens, edges
 
 
-def push(module, store, op_claims, names, tokens, result):
+class PushFailed(Exception):
+    pass
+
+
+def push(module, params, names, tokens, result):
     p = module.params
-    params = dict(p)
-    if not any(p.get(key) for key in ("creds", "nkey_seed", "user", "token")):
-        system = nsc.system_account_name(store, op_claims)
-        if not system or store.read_creds(system, "sys") is None:
-            raise StoreError("push needs creds of a system account user: none given and no creds of user 'sys' of "
-                             "the system account in the store")
-        params["creds"] = store.creds_path(system, "sys")
     result.update(pushed=[], unconfirmed=[])
     with NatsClient(params) as client:
         for name in names:
@@ -387,7 +389,7 @@ def push(module, store, op_claims, names, tokens, result):
                 unconfirmed = unconfirmed + ["(read-back)"]
             result["unconfirmed"] += ["%s on %s" % (name, server) for server in unconfirmed]
     if result["unconfirmed"]:
-        module.fail_json(msg="the push was not confirmed: %s" % ", ".join(result["unconfirmed"]), **result)
+        raise PushFailed("the push was not confirmed: %s" % ", ".join(result["unconfirmed"]))
 
 
 def main():
@@ -402,24 +404,43 @@ def main():
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
     if p["push"]:
         require_nats_py(module)
+    nsc.warn_loose_keys_dir(module, p["keys_dir"])
+    result = {}
     try:
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
-        result, op_claims, _accounts, tokens, new_tokens, edges = plan(module, store)
-        if new_tokens and not module.check_mode:
-            for name, token in new_tokens.items():
-                store.write_account(name, token)
-        if p["push"]:
-            affected = set(new_tokens)
-            for edge in edges:
-                affected.add(edge.exporter)
-                affected.update(importer for importer, _imp in edge.imports)
-            current = dict(tokens, **new_tokens)
-            push(module, store, op_claims, sorted(affected), current, result)
+        with store.locked(p["lock_timeout"], create=False):
+            result, op_claims, _accounts, tokens, new_tokens, edges = plan(module, store)
+            # refuse unusable push credentials before the store changes
+            push_with = nsc.push_params(store, op_claims, p) if p["push"] else None
+            if new_tokens and not module.check_mode:
+                for name, token in new_tokens.items():
+                    store.write_account(name, token)
+            if p["push"]:
+                affected = set(new_tokens)
+                for edge in edges:
+                    affected.add(edge.exporter)
+                    affected.update(importer for importer, _imp in edge.imports)
+                current = dict(tokens, **new_tokens)
+                try:
+                    push(module, push_with, sorted(affected), current, result)
+                except (NatsClientError, PushFailed) as exc:
+                    if not result.get("unconfirmed"):
+                        result["unconfirmed"] = ["(no server was reached)"]
+                    raise PushFailed("%s%s" % (
+                        "the store holds the new JWTs, but " if new_tokens and not module.check_mode else "", exc))
+    except PushFailed as exc:
+        _blank_tokens(result)
+        module.fail_json(msg="operator %r: %s; the next run pushes again" % (p["operator"], exc), **result)
     except (StoreError, jwt.JWTError, OSError, NatsClientError) as exc:
-        module.fail_json(msg="operator %r: %s" % (p["operator"], exc))
-    for imp in result["imports"]:
-        imp.pop("token", None)
+        _blank_tokens(result)
+        module.fail_json(msg="operator %r: %s" % (p["operator"], exc), **result)
+    _blank_tokens(result)
     module.exit_json(**result)
+
+
+def _blank_tokens(result):
+    for imp in result.get("imports") or []:
+        imp.pop("token", None)
 
 
 if __name__ == "__main__":

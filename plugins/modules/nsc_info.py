@@ -105,12 +105,14 @@ dot:
   type: str
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_graph as graph
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import StoreError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import StoreError, directory_lock
 
 ARGUMENT_SPEC = dict(
     nsc.STORE_ARGSPEC,
@@ -126,7 +128,9 @@ def main():
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
     where = "operator %r" % p["operator"] if p["operator"] else "store %s" % p["store_dir"]
     try:
-        inventory = graph.read_inventory(p["store_dir"], p["keys_dir"], [p["operator"]] if p["operator"] else None)
+        # a shared lock: writers finish first, so what is read holds together
+        with directory_lock(os.path.expanduser(p["store_dir"]), p["lock_timeout"], shared=True, create=False):
+            inventory = graph.read_inventory(p["store_dir"], p["keys_dir"], [p["operator"]] if p["operator"] else None)
         missing = graph.unknown_accounts(inventory, p["accounts"])
         if missing:
             raise StoreError("no account %s" % ", ".join(repr(name) for name in missing))

@@ -32,6 +32,9 @@ attributes:
 options:
   operator:
     description: Name of the operator (a directory and file name - no whitespace, V(.), V(*), V(>), V(/)).
+    type: str
+    required: true
+    aliases: [name]
   state:
     description:
       - V(present) creates or updates the operator; V(absent) removes its JWTs and creds from the store
@@ -124,6 +127,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import 
 
 ARGUMENT_SPEC = dict(
     nsc.STORE_ARGSPEC,
+    operator=dict(type="str", required=True, aliases=["name"]),
     state=dict(type="str", choices=["present", "absent"], default="present"),
     signing_key=dict(type="bool", default=False),
     service_urls=dict(type="list", elements="str"),
@@ -248,14 +252,16 @@ def main():
     if jwt.nkeys is None:
         from ansible.module_utils.basic import missing_required_lib
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
+    nsc.warn_loose_keys_dir(module, module.params["keys_dir"])
     try:
         valid_name("system account", module.params["system_account"])
         valid_name("system user", module.params["system_user"])
         store = Store(module.params["store_dir"], module.params["keys_dir"], module.params["operator"])
-        if module.params["state"] == "absent":
-            result = absent(module, store)
-        else:
-            result = present(module, store)
+        with store.locked(module.params["lock_timeout"], create=not module.check_mode):
+            if module.params["state"] == "absent":
+                result = absent(module, store)
+            else:
+                result = present(module, store)
     except (StoreError, jwt.JWTError, OSError) as exc:
         module.fail_json(msg="operator %r: %s" % (module.params["operator"], exc))
     module.exit_json(**result)

@@ -46,16 +46,55 @@ options:
     default: present
   permissions:
     description:
-      - What the user may publish and subscribe to, as C(pub) and C(sub) with C(allow)/C(deny) subject
-        lists, and C(resp) (C(max) responses within C(ttl), a duration) to allow replying to requests.
+      - What the user may publish and subscribe to, and whether it may reply to requests.
       - Left out, the account's default permissions apply.
+      - Unknown keys are refused, so a typo cannot silently leave the user unrestricted.
     type: dict
+    suboptions:
+      pub:
+        description: Subjects the user may publish to.
+        type: dict
+        suboptions:
+          allow:
+            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
+            type: list
+            elements: str
+          deny:
+            description: Subjects denied, even when O(permissions.pub.allow) matches them.
+            type: list
+            elements: str
+      sub:
+        description: Subjects the user may subscribe to.
+        type: dict
+        suboptions:
+          allow:
+            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
+            type: list
+            elements: str
+          deny:
+            description: Subjects denied, even when O(permissions.sub.allow) matches them.
+            type: list
+            elements: str
+      resp:
+        description: Allow replying to requests the user receives, without publish permission for the reply subjects.
+        type: dict
+        suboptions:
+          max:
+            description: Most replies per request.
+            type: int
+            default: 1
+          ttl:
+            description: How long a reply may take, as seconds or a duration such as V(5s); V(0) is no limit.
+            type: raw
+            default: 0
   bearer_token:
     description: Let the JWT alone authenticate the user, without proving the seed.
     type: bool
     default: false
   expires:
-    description: When the user stops being valid, as epoch seconds or an RFC 3339 time. Left out, never.
+    description:
+      - When the user stops being valid, as epoch seconds or an RFC 3339 time. Left out, never.
+      - A time already past is accepted with a warning (the user cannot connect).
     type: raw
 """
 
@@ -93,6 +132,8 @@ issuer:
   type: str
 """
 
+import time
+
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
@@ -104,7 +145,7 @@ ARGUMENT_SPEC = dict(
     account=dict(type="str", required=True),
     name=dict(type="str", required=True),
     state=dict(type="str", choices=["present", "absent"], default="present"),
-    permissions=dict(type="dict"),
+    permissions=dict(type="dict", options=nsc.PERMISSIONS_OPTIONS),
     bearer_token=dict(type="bool", default=False),
     expires=dict(type="raw"),
 )
@@ -136,10 +177,14 @@ def run(module, store):
         seed = new_seed = jwt.new_seed("user")
     public = jwt.public_key(seed)
     signer, via_signing_key = nsc.signer_of(store, acc_claims, "account %r" % account)
+    expires = nsc.expiry(p["expires"])
+    if expires is not None and expires <= time.time():
+        module.warn("user %r of account %r: expires (%s) is already past; the user cannot connect" % (
+            name, account, p["expires"]))
     desired = jwt.user_claims(
         name, public, issuer_account=acc_claims["sub"] if via_signing_key else None,
-        permissions=nsc.permissions(p["permissions"], "permissions", responses=True),
-        bearer_token=p["bearer_token"], expires=nsc.expiry(p["expires"]))
+        permissions=nsc.permissions(p["permissions"], "permissions"),
+        bearer_token=p["bearer_token"], expires=expires)
     signing = not valid or nsc.needs_signing(claims, desired)
     if signing:
         token = jwt.encode(desired, signer)
@@ -164,10 +209,13 @@ def main():
     p = module.params
     if jwt.nkeys is None:
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
+    nsc.warn_loose_keys_dir(module, p["keys_dir"])
     try:
         valid_name("account", p["account"])
         valid_name("user", p["name"])
-        result = run(module, Store(p["store_dir"], p["keys_dir"], p["operator"]))
+        store = Store(p["store_dir"], p["keys_dir"], p["operator"])
+        with store.locked(p["lock_timeout"], create=False):
+            result = run(module, store)
     except (StoreError, jwt.JWTError, OSError) as exc:
         module.fail_json(msg="user %r of account %r: %s" % (p["name"], p["account"], exc))
     module.exit_json(**result)
