@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import ssl
 import traceback
 
-from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
+from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule, redact
 
 try:
     import asyncio
@@ -77,50 +77,8 @@ class JetStreamError(NatsClientError):
         super(JetStreamError, self).__init__("%s (%s %s, on %s)" % (description, code, err_code, subject))
 
 
-# Credentials inside a URL: nats://user:password@host, nats://token@host.
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
-
-
-def redact(text):
-    """``text`` with the credentials of every URL in it replaced by '***'."""
-    return _URL_USERINFO.sub(lambda m: "%s***@" % m.group("scheme"), str(text))
-
-
-def url_secrets(urls):
-    """The secret parts of URLs' userinfo: the password of user:password,
-    the whole of a bare token."""
-    secrets = set()
-    for url in urls or []:
-        for match in _URL_USERINFO.finditer(str(url)):
-            userinfo = match.group("userinfo")
-            secrets.add(userinfo)
-            if ":" in userinfo:
-                secrets.add(userinfo.split(":", 1)[1])
-    return set(secret for secret in secrets if secret)
-
-
-class NatsModule(AnsibleModule):
-    """AnsibleModule that never lets credentials written inside a server URL
-    reach its output: they are masked like no_log values (also in the
-    invocation shown at -vvv), and every message is redacted."""
-
-    def __init__(self, *args, **kwargs):
-        super(NatsModule, self).__init__(*args, **kwargs)
-        secrets = url_secrets(self.params.get("servers"))
-        if secrets:
-            self.no_log_values.update(secrets)
-            self.warn("servers: credentials written inside a server URL are hidden from the output; prefer the "
-                      "user/password, token or creds options")
-
-    def fail_json(self, msg=None, **kwargs):
-        super(NatsModule, self).fail_json(msg=redact(msg), **kwargs)
-
-    def warn(self, warning):
-        super(NatsModule, self).warn(redact(warning))
-
-
 def nats_module(argument_spec, jetstream=True, **kwargs):
-    """A NatsModule with the shared connection options merged in."""
+    """A FleetModule with the shared connection options merged in."""
     spec = dict(CONNECTION_ARGSPEC)
     if jetstream:
         spec.update(JETSTREAM_ARGSPEC)
@@ -128,7 +86,7 @@ def nats_module(argument_spec, jetstream=True, **kwargs):
     mutually_exclusive = list(kwargs.pop("mutually_exclusive", []))
     mutually_exclusive += [["creds", "nkey_seed", "user", "token"], ["domain", "api_prefix"]] if jetstream else [
         ["creds", "nkey_seed", "user", "token"]]
-    return NatsModule(argument_spec=spec, mutually_exclusive=mutually_exclusive, **kwargs)
+    return FleetModule(argument_spec=spec, mutually_exclusive=mutually_exclusive, **kwargs)
 
 
 def require_nats_py(module):
@@ -303,8 +261,10 @@ class JetStream(object):
 
 
 def _readable(path, option):
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise NatsClientError("%s: %s does not exist" % (option, path))
+    if not os.path.isfile(path):
+        raise NatsClientError("%s: %s is not a file" % (option, path))
     if not os.access(path, os.R_OK):
         raise NatsClientError("%s: %s is not readable" % (option, path))
 
@@ -312,10 +272,10 @@ def _readable(path, option):
 def _read(path, option):
     _readable(path, option)
     try:
-        with open(path) as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NatsClientError("%s: cannot read %s: %s" % (option, path, getattr(exc, "strerror", None) or exc))
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise NatsClientError("%s: cannot read %s: %s" % (option, path, exc.strerror or exc))
 
 
 def check_creds_file(path, option="creds"):

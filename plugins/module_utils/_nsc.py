@@ -222,6 +222,10 @@ def warn_loose_keys_dir(module, keys_dir):
 # the resolver
 
 
+class PushFailed(Exception):
+    """A push that did not reach or was not confirmed by every server."""
+
+
 def push_params(store, op_claims, params):
     """Connection options for a push: the given ones, else the creds of the
     system account's ``sys`` user in the store. Creds of a user of another

@@ -301,12 +301,8 @@ def push(module, params, public, token, result):
                                                           p["expected_servers"])
         result.update(pushed=pushed, unconfirmed=unconfirmed)
         if unconfirmed or not read_back:
-            raise PushFailed("the push was not confirmed by %s" % (
+            raise nsc.PushFailed("the push was not confirmed by %s" % (
                 ", ".join(unconfirmed) or "the read-back (the resolver returned another JWT)"))
-
-
-class PushFailed(Exception):
-    pass
 
 
 def remove(module, store, result):
@@ -335,7 +331,7 @@ def main():
     if p["push"] and p["state"] == "present":
         require_nats_py(module)
     nsc.warn_loose_keys_dir(module, p["keys_dir"])
-    result = {}
+    result, written = {}, False
     try:
         valid_name("account", p["name"])
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
@@ -350,23 +346,20 @@ def main():
                 for seed in new_seeds:
                     store.write_seed(seed)
                 store.write_account(p["name"], token)
+                written = True
             if p["push"]:
                 try:
                     push(module, push_with, result["account_id"], token, result)
-                except (NatsClientError, PushFailed) as exc:
-                    result.setdefault("unconfirmed", [])
-                    if not result["unconfirmed"]:
-                        result["unconfirmed"] = ["(no server was reached)"]
-                    raise PushFailed("%s%s" % (
-                        "the store holds the new JWT, but " if result["changed"] and not module.check_mode else "",
-                        exc))
-    except PushFailed as exc:
-        module.fail_json(msg="account %r of operator %r: %s; the next run pushes it again" % (
-            p["name"], p["operator"], exc), **result)
-    except (StoreError, jwt.JWTError, OSError, NatsClientError) as exc:
-        module.fail_json(msg="account %r of operator %r: %s" % (p["name"], p["operator"], exc), **result)
+                except (NatsClientError, nsc.PushFailed) as exc:
+                    result["unconfirmed"] = result.get("unconfirmed") or ["(no server was reached)"]
+                    raise nsc.PushFailed("%s%s" % ("the store holds the new JWT, but " if written else "", exc))
+    except (StoreError, jwt.JWTError, OSError, NatsClientError, nsc.PushFailed) as exc:
+        # changed says what really happened: the store written, or a JWT sent
+        result["changed"] = written or bool(result.get("pushed"))
+        module.fail_json(msg="account %r of operator %r: %s%s" % (
+            p["name"], p["operator"], exc, "; the next run pushes it again" if written and isinstance(exc, nsc.PushFailed) else ""),
+            **result)
     module.exit_json(**result)
-
 
 if __name__ == "__main__":
     main()

@@ -363,10 +363,6 @@ def plan(module, store):
     return result, op_claims, accounts, tokens, new_tokens, edges
 
 
-class PushFailed(Exception):
-    pass
-
-
 def push(module, params, names, tokens, result):
     p = module.params
     result.update(pushed=[], unconfirmed=[])
@@ -389,7 +385,7 @@ def push(module, params, names, tokens, result):
                 unconfirmed = unconfirmed + ["(read-back)"]
             result["unconfirmed"] += ["%s on %s" % (name, server) for server in unconfirmed]
     if result["unconfirmed"]:
-        raise PushFailed("the push was not confirmed: %s" % ", ".join(result["unconfirmed"]))
+        raise nsc.PushFailed("the push was not confirmed: %s" % ", ".join(result["unconfirmed"]))
 
 
 def main():
@@ -405,7 +401,7 @@ def main():
     if p["push"]:
         require_nats_py(module)
     nsc.warn_loose_keys_dir(module, p["keys_dir"])
-    result = {}
+    result, written = {}, False
     try:
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
         with store.locked(p["lock_timeout"], create=False):
@@ -415,6 +411,7 @@ def main():
             if new_tokens and not module.check_mode:
                 for name, token in new_tokens.items():
                     store.write_account(name, token)
+                written = True
             if p["push"]:
                 affected = set(new_tokens)
                 for edge in edges:
@@ -423,20 +420,17 @@ def main():
                 current = dict(tokens, **new_tokens)
                 try:
                     push(module, push_with, sorted(affected), current, result)
-                except (NatsClientError, PushFailed) as exc:
-                    if not result.get("unconfirmed"):
-                        result["unconfirmed"] = ["(no server was reached)"]
-                    raise PushFailed("%s%s" % (
-                        "the store holds the new JWTs, but " if new_tokens and not module.check_mode else "", exc))
-    except PushFailed as exc:
+                except (NatsClientError, nsc.PushFailed) as exc:
+                    result["unconfirmed"] = result.get("unconfirmed") or ["(no server was reached)"]
+                    raise nsc.PushFailed("%s%s" % ("the store holds the new JWTs, but " if written else "", exc))
+    except (StoreError, jwt.JWTError, OSError, NatsClientError, nsc.PushFailed) as exc:
+        # changed says what really happened: the store written, or a JWT sent
+        result["changed"] = written or bool(result.get("pushed"))
         _blank_tokens(result)
-        module.fail_json(msg="operator %r: %s; the next run pushes again" % (p["operator"], exc), **result)
-    except (StoreError, jwt.JWTError, OSError, NatsClientError) as exc:
-        _blank_tokens(result)
-        module.fail_json(msg="operator %r: %s" % (p["operator"], exc), **result)
+        module.fail_json(msg="operator %r: %s%s" % (
+            p["operator"], exc, "; the next run pushes again" if written and isinstance(exc, nsc.PushFailed) else ""), **result)
     _blank_tokens(result)
     module.exit_json(**result)
-
 
 def _blank_tokens(result):
     for imp in result.get("imports") or []:

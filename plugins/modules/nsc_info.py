@@ -107,11 +107,12 @@ dot:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_graph as graph
+from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import StoreError, directory_lock
 
 ARGUMENT_SPEC = dict(
@@ -122,7 +123,7 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     if jwt.nkeys is None:
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)

