@@ -177,26 +177,27 @@ EXAMPLES = r"""
     stream: ORDERS
     name: workers
     filter_subject: orders.created
-    ack_wait: 30s
     max_deliver: 5
-    backoff: [1s, 10s, 1m]
+    backoff: [1s, 10s, 1m]  # the first step is also the ack wait
     max_ack_pending: 1000
 
 - name: Push consumer delivering to a queue group, with heartbeats and flow control
   nats_edge.fleet.jetstream_consumer:
-    domain: edge1
-    stream: telemetry
+    servers: nats://hub-1:4222
+    domain: spoke-1
+    stream: test
     name: forwarder
     deliver_subject: deliver.telemetry
     deliver_group: forwarders
     idle_heartbeat: 5s
     flow_control: true
 
-- name: The durable pull consumer DUR that another account pulls from, through its imported API
+- name: A durable pull consumer managed by another account, through its import of TEST's hub API
   nats_edge.fleet.jetstream_consumer:
+    servers: nats://hub-1:4222
     creds: /etc/nats/ops.creds
-    api_prefix: JS.ingest@hub.API
-    stream: ingest
+    api_prefix: JS.test@hub.API
+    stream: test-inbox
     name: DUR
     ack_policy: explicit
     deliver_policy: all

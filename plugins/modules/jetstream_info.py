@@ -94,9 +94,10 @@ EXAMPLES = r"""
 
 - name: One stream, read through the JetStream API imported from another account
   nats_edge.fleet.jetstream_info:
+    servers: nats://hub-1:4222
     creds: /etc/nats/ops.creds
-    api_prefix: JS.ingest@hub.API
-    streams: [ingest]
+    api_prefix: JS.test@hub.API
+    streams: [test-inbox]
 """
 
 RETURN = r"""

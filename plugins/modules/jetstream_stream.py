@@ -374,7 +374,7 @@ EXAMPLES = r"""
     subjects: [orders.>]
     storage: file
     max_age: 7d
-    max_bytes: 10GiB
+    max_bytes: 1GiB
     duplicate_window: 2m
     metadata:
       owner: shop
@@ -431,10 +431,10 @@ EXAMPLES = r"""
     on_immutable_change: fail
     streams: "{{ site_streams }}"
 
-- name: A stream in the hub managed from the test account, through its import of the hub's API
+- name: A stream of the account TEST in the hub, managed by another account through its import of TEST's hub API
   nats_edge.fleet.jetstream_stream:
-    servers: nats://spoke1-1:4222
-    creds: /etc/nats/test.creds
+    servers: nats://hub-1:4222
+    creds: /etc/nats/ops.creds
     api_prefix: JS.test@hub.API
     name: test-inbox
     subjects: [inbox.>]

@@ -194,25 +194,28 @@ EXAMPLES = r"""
       - account: BILLING
   delegate_to: localhost
 
-- name: HUB may mirror the stream crossacc of the leaf account EDGE
+- name: OPS may mirror the stream aggregate of APP in the hub
   nats_edge.fleet.nsc_export:
     operator: fleet
     share_stream:
-      stream: crossacc
-      from_account: EDGE
-      from_domain: edge1
-      to_account: HUB
+      stream: aggregate
+      from_account: APP
+      from_domain: hub
+      to_account: OPS
       to_domain: hub
       kind: mirror
     push: true
+    servers: ["nats://hub-1:4222"]
   delegate_to: localhost
   register: shared
 
-- name: The mirror, through the imports
+- name: The mirror in OPS, through the imports
   nats_edge.fleet.jetstream_stream:
-    name: crossacc-copy
+    servers: nats://hub-1:4222
+    creds: /etc/nats/ops.creds
+    name: crossacc
     mirror:
-      name: crossacc
+      name: aggregate
       external: "{{ shared.external }}"
 """
 

@@ -108,7 +108,7 @@ EXAMPLES = r"""
     permissions:
       pub: {allow: ["orders.>", "$JS.API.>"]}
       sub: {allow: ["_INBOX.>", "orders.>"]}
-    expires: "2027-01-01T00:00:00Z"
+    expires: "2035-01-01T00:00:00Z"
   delegate_to: localhost
   register: orders_user
 """

@@ -358,7 +358,7 @@ def _remote(s, remote, index):
                                                                     ", ".join(sorted(_REMOTE_KEYS))))
     urls = list(remote.get("urls") or ([remote["url"]] if remote.get("url") else []))
     if remote.get("hub_group"):
-        urls += peer_urls(_group(s, where + ".hub_group", remote["hub_group"]), s.get("hostvars") or {},
+        urls += peer_urls(_group(s, "leafnode_remotes[%d].hub_group" % index, remote["hub_group"]), s.get("hostvars") or {},
                           remote.get("scheme", "nats-leaf"), "nats_server_leafnodes_port",
                           remote.get("port", 7422))
     if not urls:
