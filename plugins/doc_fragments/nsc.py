@@ -6,6 +6,46 @@
 from __future__ import annotations
 
 
+def _permissions(option, whom, summary):
+    """The docs of a permissions option, written once for users and for an account's defaults."""
+    rules = []
+    for direction, verb in (("pub", "publish to"), ("sub", "subscribe to")):
+        rules.append("""      %(direction)s:
+        description: Subjects %(whom)s may %(verb)s.
+        type: dict
+        suboptions:
+          allow:
+            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
+            type: list
+            elements: str
+          deny:
+            description: Subjects denied, even when O(%(option)s.%(direction)s.allow) matches them.
+            type: list
+            elements: str
+""" % dict(direction=direction, verb=verb, whom=whom, option=option))
+    return """
+options:
+  %(option)s:
+    description:
+%(summary)s
+      - Unknown keys are refused, so a typo cannot silently leave %(whom)s unrestricted.
+    type: dict
+    suboptions:
+%(rules)s      resp:
+        description: Allow %(whom)s to reply to requests they receive, without publish permission for the reply subjects.
+        type: dict
+        suboptions:
+          max:
+            description: Most replies per request.
+            type: int
+            default: 1
+          ttl:
+            description: How long a reply may take, as seconds or a duration such as V(5s); V(0) is no limit.
+            type: raw
+            default: 0
+""" % dict(option=option, whom=whom, summary=summary, rules="".join(rules))
+
+
 class ModuleDocFragment(object):
     DOCUMENTATION = r"""
 options:
@@ -42,3 +82,10 @@ notes:
 requirements:
   - nkeys (Python library)
 """
+
+    USER_PERMISSIONS = _permissions("permissions", "the user", """\
+      - What the user may publish and subscribe to, and whether it may reply to requests.
+      - Left out, the account's default permissions apply.""")
+
+    DEFAULT_PERMISSIONS = _permissions("default_permissions", "users", """\
+      - Permissions of the account's users that have none of their own.""")

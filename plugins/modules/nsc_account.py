@@ -22,6 +22,7 @@ author:
   - nats_edge.fleet contributors
 extends_documentation_fragment:
   - nats_edge.fleet.nsc
+  - nats_edge.fleet.nsc.default_permissions
   - nats_edge.fleet.connection
 attributes:
   check_mode:
@@ -105,48 +106,6 @@ options:
         M(nats_edge.fleet.nsc_user) run.
     type: bool
     default: false
-  default_permissions:
-    description:
-      - Permissions of users that have none of their own.
-      - Unknown keys are refused, so a typo cannot silently leave users unrestricted.
-    type: dict
-    suboptions:
-      pub:
-        description: Subjects users may publish to.
-        type: dict
-        suboptions:
-          allow:
-            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
-            type: list
-            elements: str
-          deny:
-            description: Subjects denied, even when O(default_permissions.pub.allow) matches them.
-            type: list
-            elements: str
-      sub:
-        description: Subjects users may subscribe to.
-        type: dict
-        suboptions:
-          allow:
-            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
-            type: list
-            elements: str
-          deny:
-            description: Subjects denied, even when O(default_permissions.sub.allow) matches them.
-            type: list
-            elements: str
-      resp:
-        description: Allow users to reply to requests they receive, without publish permission for the reply subjects.
-        type: dict
-        suboptions:
-          max:
-            description: Most replies per request.
-            type: int
-            default: 1
-          ttl:
-            description: How long a reply may take, as seconds or a duration such as V(5s); V(0) is no limit.
-            type: raw
-            default: 0
   push:
     description: Send the JWT to the resolver (see the description); needs the connection options.
     type: bool
