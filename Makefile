@@ -98,6 +98,26 @@ lint: venv
 	  docs = json.load(sys.stdin); missing = [m for m in sys.argv[1:] if not (docs.get(m) or {}).get("doc")]; \
 	  sys.exit("no documentation for: %s" % " ".join(missing) if missing else 0)' $(MODULES)
 
+# ansible-test wants the collection at .../ansible_collections/<namespace>/<name>, committed to git:
+# sanity runs on a copy of the working tree (tracked and new files) made so.
+SANITY_ROOT := $(CACHE)/sanity/ansible_collections/nats_edge/fleet
+PYTHON_VERSION = $(shell $(VENV)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+
+.PHONY: sanity
+sanity: venv
+	rm -rf $(CACHE)/sanity && mkdir -p $(SANITY_ROOT)
+	git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do \
+	  if [ -e "$$f" ]; then cp --parents -P "$$f" $(SANITY_ROOT)/; fi; done
+	cd $(SANITY_ROOT) && git init -q && git add -A && \
+	  git -c user.name=sanity -c user.email=sanity@localhost commit -qm "working tree"
+	@# the venvs of the sanity tests are bootstrapped offline (tests/sanity/get_pip.py says how)
+	pip_version=$$(python3 -c 'import ansible_test, os, re; \
+	  print(re.search(r"pip=.([0-9.]+).", open(os.path.join(os.path.dirname(ansible_test.__file__), \
+	  "_internal", "python_requirements.py")).read()).group(1))'); \
+	  mkdir -p $$HOME/.ansible/test/cache && \
+	  cp tests/sanity/get_pip.py $$HOME/.ansible/test/cache/get_pip_$${pip_version//./_}.py
+	cd $(SANITY_ROOT) && ansible-test sanity --local --python $(PYTHON_VERSION) --color no $(SANITY_ARGS)
+
 .PHONY: build
 build: venv
 	ansible-galaxy collection build --force --output-path $(ROOT)/build

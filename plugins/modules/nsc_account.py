@@ -19,7 +19,7 @@ description:
     each server's answer is gathered, and the JWT is read back with C($SYS.REQ.ACCOUNT.<id>.CLAIMS.LOOKUP).
     It is only sent when the resolver's JWT says something else. Changes take effect without a restart.
 author:
-  - nats_edge.fleet contributors
+  - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.nsc
   - nats_edge.fleet.nsc.default_permissions
@@ -29,7 +29,7 @@ attributes:
     support: full
     description:
       - Writes no file and pushes nothing.
-      - With O(push) it asks the resolver for the JWT it has, to predict RV(changed).
+      - With O(push) it asks the resolver for the JWT it has, to predict C(changed).
   diff_mode:
     support: full
     description: Returns the account claims before and after.
@@ -118,7 +118,7 @@ options:
 notes:
   - For O(push), O(creds) defaults to the system user's creds file in the store. Creds of a user of another
     account are refused before anything is sent.
-  - The store is written before the push. When the push fails the module fails with RV(changed=true) and the
+  - The store is written before the push. When the push fails the module fails with C(changed=true) and the
     servers that did not confirm in RV(unconfirmed); the store keeps the new JWT, and the next run pushes it again
     because the resolver's JWT still differs.
 """
@@ -315,10 +315,10 @@ def main():
     except (StoreError, jwt.JWTError, OSError, NatsClientError, nsc.PushFailed) as exc:
         # changed says what really happened: the store written, or a JWT sent
         result["changed"] = written or bool(result.get("pushed"))
-        module.fail_json(msg="account %r of operator %r: %s%s" % (
-            p["name"], p["operator"], exc, "; the next run pushes it again" if written and isinstance(exc, nsc.PushFailed) else ""),
-            **result)
+        again = "; the next run pushes it again" if written and isinstance(exc, nsc.PushFailed) else ""
+        module.fail_json(msg="account %r of operator %r: %s%s" % (p["name"], p["operator"], exc, again), **result)
     module.exit_json(**result)
+
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,7 @@ description:
   - The JWT is signed again only when what it says changes, or when its issuer no longer belongs to the
     account. Users need no push; servers check them against the account.
 author:
-  - nats_edge.fleet contributors
+  - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.nsc
   - nats_edge.fleet.nsc.user_permissions

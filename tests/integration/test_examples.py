@@ -169,4 +169,3 @@ def test_every_example_runs_as_written(examples_fleet, tmp_path):
         assert "SCRATCH" not in names
         promoted = json.loads(client.request("$JS.spoke-1.API.STREAM.INFO.recv-cnc", b"").decode())
         assert promoted["config"]["subjects"] == ["cnc.>"] and not promoted["config"].get("mirror"), promoted
-

@@ -3,4 +3,4 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
 
-from lab_hosts import lab  # noqa: E402,F401  (fixture)
+from lab_hosts import lab  # noqa: E402,F401 pylint: disable=unused-import
