@@ -214,6 +214,89 @@ class NatsClient(object):
     def publish(self, subject, data=b"", headers=None):
         self._run(self._nc.publish(subject, data, headers=headers))
 
+    def request_many(self, messages, timeout=None, in_flight=512):
+        """Replies (payloads, in order) to many requests ``(subject, data, headers)``, sent
+        pipelined with at most ``in_flight`` unanswered: JetStream publishes with their acks,
+        without one round trip each and without overrunning the server."""
+        return self._run(self._request_many(list(messages), timeout or self.timeout, in_flight))
+
+    async def _request_many(self, messages, timeout, in_flight):
+        prefix = self._nc.new_inbox()
+        replies = [None] * len(messages)
+        waiting = {}
+        done = asyncio.Event()
+        window = asyncio.Semaphore(in_flight)
+
+        async def answer(msg):
+            index = waiting.pop(msg.subject, None)
+            if index is not None:
+                replies[index] = msg
+                window.release()
+                if not waiting and sent[0] == len(messages):
+                    done.set()
+
+        sent = [0]
+        sub = await self._nc.subscribe(prefix + ".*", cb=answer)
+        try:
+            for index, (subject, data, headers) in enumerate(messages):
+                await asyncio.wait_for(window.acquire(), timeout)
+                reply = "%s.%d" % (prefix, index)
+                waiting[reply] = index
+                await self._nc.publish(subject, data, reply=reply, headers=headers)
+                sent[0] += 1
+            if waiting:
+                await asyncio.wait_for(done.wait(), timeout)
+        except (asyncio.TimeoutError, nats_errors.TimeoutError):
+            raise NatsClientError("%d of %d requests got no reply within %ss (first: %s)" % (
+                len(waiting) + len(messages) - sent[0], len(messages), timeout,
+                messages[min(waiting.values())][0] if waiting else messages[sent[0]][0]))
+        finally:
+            await sub.unsubscribe()
+        return replies
+
+    def last_per_subject(self, api_prefix, stream, filter_subject, timeout=None):
+        """The last message of every subject of ``stream`` matching ``filter_subject``, as
+        (subject, headers, data, stream sequence): one ephemeral consumer without acks, read in
+        batches, the way a key-value watcher reads a bucket's current values."""
+        return self._run(self._last_per_subject(api_prefix, stream, filter_subject, timeout or self.timeout))
+
+    async def _last_per_subject(self, api_prefix, stream, filter_subject, timeout):
+        config = {"deliver_policy": "last_per_subject", "ack_policy": "none", "filter_subject": filter_subject,
+                  "mem_storage": True, "inactive_threshold": 10 * 10**9, "max_waiting": 1}
+        created = await self._nc.request("%s.CONSUMER.CREATE.%s" % (api_prefix, stream), json.dumps(
+            {"stream_name": stream, "config": config}).encode(), timeout=timeout)
+        info = json.loads(created.data.decode() or "{}")
+        if info.get("error"):
+            error = info["error"]
+            raise JetStreamError("%s.CONSUMER.CREATE.%s" % (api_prefix, stream), error.get("code"),
+                                 error.get("err_code"), error.get("description", ""))
+        consumer, expected = info["name"], int(info.get("num_pending") or 0)
+        found = []
+        try:
+            inbox = self._nc.new_inbox()
+            sub = await self._nc.subscribe(inbox)
+            try:
+                while len(found) < expected:
+                    await self._nc.publish("%s.CONSUMER.MSG.NEXT.%s.%s" % (api_prefix, stream, consumer), json.dumps(
+                        {"batch": min(expected - len(found), 10000), "no_wait": True}).encode(), reply=inbox)
+                    while len(found) < expected:
+                        msg = await sub.next_msg(timeout=timeout)
+                        if msg.headers and msg.headers.get("Status"):
+                            break  # this batch is over
+                        found.append((msg.subject, dict(msg.headers or {}), msg.data, _stream_sequence(msg.reply)))
+            finally:
+                await sub.unsubscribe()
+        except (nats_errors.TimeoutError, asyncio.TimeoutError):
+            raise NatsClientError("reading %s of stream %s: no message within %ss (%d of %d read)" % (
+                filter_subject, stream, timeout, len(found), expected))
+        finally:
+            try:
+                await self._nc.request("%s.CONSUMER.DELETE.%s.%s" % (api_prefix, stream, consumer), b"",
+                                       timeout=timeout)
+            except Exception:
+                pass  # it goes by itself once inactive
+        return found
+
     def flush(self):
         self._run(self._nc.flush(timeout=self.timeout))
 
@@ -258,6 +341,16 @@ class JetStream(object):
         if check_mode:
             return None
         return self.call(name, body)
+
+
+def _stream_sequence(reply):
+    """The stream sequence in a JetStream delivery's reply subject
+    ($JS.ACK[.<domain>.<account hash>].<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>)."""
+    tokens = (reply or "").split(".")
+    try:
+        return int(tokens[-4]) if len(tokens) >= 9 else None
+    except ValueError:
+        return None
 
 
 def _readable(path, option):
