@@ -225,3 +225,72 @@ def shown(value):
         return value.decode("utf-8")
     except UnicodeDecodeError:
         return "base64:" + base64.b64encode(value).decode()
+
+
+# --------------------------------------------------------------------------
+# object stores
+
+CHUNK_SIZE = 128 * 1024
+DIGEST_PREFIX = "SHA-256="
+
+
+def meta_subject(bucket, name):
+    """Where an object's metadata lives: $O.<bucket>.M.<name, URL-safe base64 with padding>."""
+    return "$O.%s.M.%s" % (bucket, base64.urlsafe_b64encode(name.encode()).decode())
+
+
+def chunk_subject(bucket, nuid):
+    return "$O.%s.C.%s" % (bucket, nuid)
+
+
+def digest_of(data_sha256):
+    """The digest nats writes for an object: SHA-256=<URL-safe base64, padded>."""
+    return DIGEST_PREFIX + base64.urlsafe_b64encode(data_sha256).decode()
+
+
+def same_digest(one, two):
+    """Digests compare without the case of their prefix (older clients wrote it upper case)."""
+    def bare(digest):
+        return (digest or "").replace(DIGEST_PREFIX, "").replace(DIGEST_PREFIX.upper(), "").rstrip("=")
+    return bool(one) and bare(one) == bare(two)
+
+
+def current_objects(bucket, messages):
+    """{name: metadata} of the objects of a bucket that are not deleted, from the last
+    message of every metadata subject."""
+    objects = {}
+    for subject, _headers, data, _seq in messages:
+        if not subject.startswith("$O.%s.M." % bucket):
+            continue
+        try:
+            meta = json.loads(data.decode() or "{}")
+        except ValueError:
+            continue
+        if meta.get("name") and not meta.get("deleted"):
+            objects[meta["name"]] = meta
+    return objects
+
+
+def object_meta(bucket, name, nuid, size, chunks, digest, mtime, description=None, metadata=None, headers=None):
+    """Metadata of an object as the nats clients write it."""
+    meta = {"name": name, "bucket": bucket, "nuid": nuid, "size": size, "chunks": chunks, "digest": digest,
+            "mtime": mtime, "options": {"max_chunk_size": CHUNK_SIZE}}
+    if description:
+        meta["description"] = description
+    if metadata:
+        meta["metadata"] = dict((str(k), str(v)) for k, v in metadata.items())
+    if headers:
+        meta["headers"] = headers
+    return meta
+
+
+def deleted_meta(bucket, current, mtime):
+    """The metadata that marks an object deleted (its chunks are purged)."""
+    meta = dict(current, size=0, chunks=0, digest="", deleted=True, mtime=mtime)
+    meta["bucket"] = bucket
+    return meta
+
+
+def meta_differs(current, description, metadata):
+    return ((current.get("description") or None) != (description or None)
+            or (current.get("metadata") or {}) != dict((str(k), str(v)) for k, v in (metadata or {}).items()))

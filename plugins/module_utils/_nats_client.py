@@ -215,53 +215,58 @@ class NatsClient(object):
         self._run(self._nc.publish(subject, data, headers=headers))
 
     def request_many(self, messages, timeout=None, in_flight=512):
-        """Replies (payloads, in order) to many requests ``(subject, data, headers)``, sent
-        pipelined with at most ``in_flight`` unanswered: JetStream publishes with their acks,
-        without one round trip each and without overrunning the server."""
-        return self._run(self._request_many(list(messages), timeout or self.timeout, in_flight))
+        """Replies (in order) to many requests ``(subject, data, headers)`` from any iterable,
+        sent pipelined with at most ``in_flight`` unanswered: JetStream publishes with their
+        acks, without a round trip each and without overrunning the server."""
+        return self._run(self._request_many(messages, timeout or self.timeout, in_flight))
 
     async def _request_many(self, messages, timeout, in_flight):
         prefix = self._nc.new_inbox()
-        replies = [None] * len(messages)
-        waiting = {}
-        done = asyncio.Event()
+        replies, waiting, subjects = {}, {}, {}
         window = asyncio.Semaphore(in_flight)
+        all_sent, done = [False], asyncio.Event()
 
         async def answer(msg):
             index = waiting.pop(msg.subject, None)
             if index is not None:
                 replies[index] = msg
                 window.release()
-                if not waiting and sent[0] == len(messages):
+                if all_sent[0] and not waiting:
                     done.set()
 
-        sent = [0]
         sub = await self._nc.subscribe(prefix + ".*", cb=answer)
+        count = 0
         try:
-            for index, (subject, data, headers) in enumerate(messages):
+            for count, (subject, data, headers) in enumerate(messages, 1):
                 await asyncio.wait_for(window.acquire(), timeout)
-                reply = "%s.%d" % (prefix, index)
-                waiting[reply] = index
+                reply = "%s.%d" % (prefix, count)
+                waiting[reply] = count
+                subjects[count] = subject
                 await self._nc.publish(subject, data, reply=reply, headers=headers)
-                sent[0] += 1
+            all_sent[0] = True
             if waiting:
                 await asyncio.wait_for(done.wait(), timeout)
         except (asyncio.TimeoutError, nats_errors.TimeoutError):
-            raise NatsClientError("%d of %d requests got no reply within %ss (first: %s)" % (
-                len(waiting) + len(messages) - sent[0], len(messages), timeout,
-                messages[min(waiting.values())][0] if waiting else messages[sent[0]][0]))
+            raise NatsClientError("%d requests got no reply within %ss (the first on %s)" % (
+                len(waiting), timeout, subjects[min(waiting.values())] if waiting else "?"))
         finally:
             await sub.unsubscribe()
-        return replies
+        return [replies[index] for index in range(1, count + 1)]
 
     def last_per_subject(self, api_prefix, stream, filter_subject, timeout=None):
         """The last message of every subject of ``stream`` matching ``filter_subject``, as
         (subject, headers, data, stream sequence): one ephemeral consumer without acks, read in
         batches, the way a key-value watcher reads a bucket's current values."""
-        return self._run(self._last_per_subject(api_prefix, stream, filter_subject, timeout or self.timeout))
+        return self.read_stream(api_prefix, stream, filter_subject, "last_per_subject", timeout)
 
-    async def _last_per_subject(self, api_prefix, stream, filter_subject, timeout):
-        config = {"deliver_policy": "last_per_subject", "ack_policy": "none", "filter_subject": filter_subject,
+    def read_stream(self, api_prefix, stream, filter_subject, deliver_policy="all", timeout=None):
+        """Every message of ``stream`` on ``filter_subject`` there is now (or the last one per
+        subject), in order, through ``api_prefix``: mirrors too, which have no subjects of their own."""
+        return self._run(self._read_stream(api_prefix, stream, filter_subject, deliver_policy,
+                                           timeout or self.timeout))
+
+    async def _read_stream(self, api_prefix, stream, filter_subject, deliver_policy, timeout):
+        config = {"deliver_policy": deliver_policy, "ack_policy": "none", "filter_subject": filter_subject,
                   "mem_storage": True, "inactive_threshold": 10 * 10**9, "max_waiting": 1}
         created = await self._nc.request("%s.CONSUMER.CREATE.%s" % (api_prefix, stream), json.dumps(
             {"stream_name": stream, "config": config}).encode(), timeout=timeout)

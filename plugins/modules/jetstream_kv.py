@@ -316,8 +316,8 @@ class Entries(object):
             return [], [], {}, {}
         current = {}
         if exists:
-            current = kv.current_values(name, self.client.last_per_subject(self.api_prefix, "KV_" + name,
-                                                                            "$KV.%s.>" % name))
+            last = self.client.last_per_subject(self.api_prefix, "KV_" + name, "$KV.%s.>" % name)
+            current = kv.current_values(name, last)
         puts, deletes = kv.plan_entries(name, options["entries"], current, options.get("exclusive"))
         before = dict((k, kv.shown(current.get(k))) for k in sorted(set(puts) | set(deletes)))
         after = dict((k, kv.shown(puts.get(k))) for k in sorted(set(puts) | set(deletes)))
