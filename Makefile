@@ -89,6 +89,7 @@ bench: venv $(DEBIAN_NATS)
 	python3 bench/bench_streams.py --server $(DEBIAN_NATS)
 	python3 bench/bench_push.py --layout both
 	python3 bench/bench_push.py --layout both --server $(DEBIAN_NATS)
+	python3 bench/bench_kv_objects.py
 
 .PHONY: lint
 lint: venv

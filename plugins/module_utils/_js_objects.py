@@ -56,12 +56,13 @@ def _check(replies, what):
             raise ObjectError("%s: %s" % (what, answer["error"].get("description")))
 
 
-def upload(client, js, bucket, name, source, description=None, metadata=None, previous=None):
+def upload(client, js, bucket, name, source, digest, description=None, metadata=None, previous=None):
     """Write an object: its chunks pipelined, then its metadata (a rollup of its subject), then
-    drop the chunks of the version it replaces. ``source`` is a path or bytes."""
+    drop the chunks of the version it replaces. ``source`` is a path or bytes, ``digest`` its
+    nats digest (already computed to decide the upload)."""
     nuid = os.urandom(16).hex()
     subject = kv.chunk_subject(bucket, nuid)
-    digest, totals = hashlib.sha256(), {"size": 0, "chunks": 0}
+    totals = {"size": 0, "chunks": 0}
 
     def chunks():
         handle = open(source, "rb") if isinstance(source, str) else None
@@ -72,7 +73,6 @@ def upload(client, js, bucket, name, source, description=None, metadata=None, pr
                 offset += len(block)
                 if not block:
                     return
-                digest.update(block)
                 totals["size"] += len(block)
                 totals["chunks"] += 1
                 yield subject, block, None
@@ -82,8 +82,7 @@ def upload(client, js, bucket, name, source, description=None, metadata=None, pr
 
     where = "object %r of bucket %r" % (name, bucket)
     _check(client.request_many(chunks()), where)
-    meta = kv.object_meta(bucket, name, nuid, totals["size"], totals["chunks"], kv.digest_of(digest.digest()), now(),
-                          description, metadata)
+    meta = kv.object_meta(bucket, name, nuid, totals["size"], totals["chunks"], digest, now(), description, metadata)
     _check(client.request_many([(kv.meta_subject(bucket, name), json.dumps(meta).encode(), ROLLUP)]), where)
     if previous and previous.get("nuid"):
         js.call("STREAM.PURGE.OBJ_%s" % bucket, {"filter": kv.chunk_subject(bucket, previous["nuid"])})

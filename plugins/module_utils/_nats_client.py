@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import sys
 import traceback
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
@@ -28,14 +29,33 @@ except ImportError:  # pragma: no cover - every supported Python has it
     asyncio = None
 
 NATS_PY = "nats-py"
+nats = None
+nats_errors = None
 _IMPORT_ERROR = None
-try:
-    import nats
-    from nats import errors as nats_errors
-except ImportError:  # pragma: no cover - exercised by the missing-library test
-    nats = None
-    nats_errors = None
-    _IMPORT_ERROR = traceback.format_exc()
+
+
+def load_nats_py(servers=()):
+    """Import nats-py on first use; False when it is missing. Its websocket transport
+    imports aiohttp, about a third of a module run's start-up: that is kept out unless
+    a server URL is a websocket one."""
+    global nats, nats_errors, _IMPORT_ERROR
+    if nats is not None:
+        return True
+    keep_out = not any(str(server).startswith(("ws://", "wss://")) for server in servers or ()) and (
+        "aiohttp" not in sys.modules)
+    if keep_out:
+        sys.modules["aiohttp"] = None  # nats-py then runs without its websocket transport
+    try:
+        import nats as loaded
+        from nats import errors as loaded_errors
+    except ImportError:
+        _IMPORT_ERROR = traceback.format_exc()
+        return False
+    finally:
+        if keep_out:
+            del sys.modules["aiohttp"]
+    nats, nats_errors = loaded, loaded_errors
+    return True
 
 
 def _servers_fallback():
@@ -90,7 +110,7 @@ def nats_module(argument_spec, jetstream=True, **kwargs):
 
 
 def require_nats_py(module):
-    if nats is None:
+    if not load_nats_py(module.params.get("servers") or ()):
         module.fail_json(msg=missing_required_lib(NATS_PY), exception=_IMPORT_ERROR)
 
 
@@ -107,7 +127,7 @@ class NatsClient(object):
     # -- lifecycle -------------------------------------------------------------
 
     def __enter__(self):
-        if nats is None:
+        if not load_nats_py(self.servers):
             raise NatsClientError(missing_required_lib(NATS_PY))
         self._loop = asyncio.new_event_loop()
         try:

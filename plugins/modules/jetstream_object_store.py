@@ -235,8 +235,8 @@ def converge_objects(module, client, js, bucket, wanted, exists):
         for name in uploads:
             obj = wanted[name]
             source = obj["src"] if obj.get("src") is not None else obj["content"].encode()
-            objects.upload(client, js, bucket, name, source, obj.get("description"), obj.get("metadata"),
-                           current.get(name))
+            objects.upload(client, js, bucket, name, source, obj["digest"], obj.get("description"),
+                           obj.get("metadata"), current.get(name))
         for name in updates:
             objects.update_meta(client, bucket, current[name], wanted[name].get("description"),
                                 wanted[name].get("metadata"))
