@@ -40,6 +40,10 @@ help:
 host-deps:
 	@if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip; fi
+	@# the lab's scripts start with `#!/usr/bin/env python` (the shebang ansible-test allows);
+	@# `sudo lab/fleetlab` looks for it on sudo's own PATH
+	@if ! PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin command -v python >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python-is-python3; fi
 
 $(VENV)/.installed: requirements-dev.txt | host-deps
 	python3 -m venv $(VENV)

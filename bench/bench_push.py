@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Push round-trip times of an account JWT to a 9-server network with the full resolver.
 
 Builds a store (operator, SYS with its system user, account APP) with the
@@ -62,8 +61,8 @@ def build_store(workdir):
     Returns (store, operator seed, SYS public key, SYS JWT, APP public key)."""
     store = Store(os.path.join(workdir, "stores"), os.path.join(workdir, "keys"), "bench")
     store.write_marker()
-    op_seed, sys_seed, app_seed, user_seed = (jwt.new_seed(kind) for kind in ("operator", "account", "account",
-                                                                                  "user"))
+    kinds = ("operator", "account", "account", "user")
+    op_seed, sys_seed, app_seed, user_seed = (jwt.new_seed(kind) for kind in kinds)
     sys_pub, app_pub = jwt.public_key(sys_seed), jwt.public_key(app_seed)
     sys_token = jwt.encode(jwt.account_claims("SYS", sys_pub, exports=nsc.SYSTEM_EXPORTS), op_seed)
     store.write_operator(jwt.encode(jwt.operator_claims("bench", jwt.public_key(op_seed), system_account=sys_pub),
@@ -261,8 +260,7 @@ def report(kind, version, rows, names):
     print("%-10s %10s %10s %10s" % ("", "median ms", "p90 ms", "max ms"))
     for key in ("confirm", "lookup", "total", "echo", "ping"):
         values = [row[key] for row in rows]
-        print("%-10s %10.2f %10.2f %10.2f" % (key, statistics.median(values) * ms, p90(values) * ms,
-                                             max(values) * ms))
+        print("%-10s %10.2f %10.2f %10.2f" % (key, statistics.median(values) * ms, p90(values) * ms, max(values) * ms))
     echo = statistics.median(row["echo"] for row in rows)
     print("ratio confirm/echo %.1f, (confirm+lookup)/echo %.1f, confirm/ping %.2f" % (
         statistics.median(row["confirm"] for row in rows) / echo,
@@ -299,7 +297,7 @@ def run(kind, binary, version, pushes, timeout):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--server", default=NATS_SERVER, help="nats-server binary (default: the venv's)")
     parser.add_argument("--pushes", type=int, default=20)
     parser.add_argument("--layout", choices=["cluster", "hub-spoke", "both"], default="cluster")

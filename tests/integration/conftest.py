@@ -110,14 +110,13 @@ def run_module(name, args, check_mode=False, diff=False, env=None):
     environment = dict(os.environ, PYTHONPATH=COLLECTIONS, **(env or {}))
     proc = subprocess.run(
         [sys.executable, "-m", "ansible_collections.nats_edge.fleet.plugins.modules.%s" % name, handle.name],
-        capture_output=True, text=True, env=environment, timeout=120,
+        capture_output=True, text=True, env=environment, timeout=120, check=False,
     )
     os.unlink(handle.name)
     try:
         result = _json.loads(proc.stdout)
     except ValueError:
-        raise AssertionError("module %s printed no JSON (rc %s): %s %s" % (name, proc.returncode, proc.stdout,
-                                                                          proc.stderr))
+        raise AssertionError("module %s printed no JSON (rc %s): %s %s" % (name, proc.returncode, proc.stdout, proc.stderr))
     return result
 
 
@@ -213,4 +212,4 @@ def run_playbook(tmp_path, tasks, verbosity=0, extra_args=(), env=None):
     command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
                str(path)] + (["-" + "v" * verbosity] if verbosity else []) + list(extra_args)
     return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment,
-                          timeout=300)
+                          timeout=300, check=False)

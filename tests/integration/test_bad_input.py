@@ -11,14 +11,11 @@ listens on); the store options are added to every nsc_* row.
 """
 
 import concurrent.futures
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import SERVERS, COLLECTIONS, Server, free_port, jetstream, operator_mode_conf, publish, run_module
+from conftest import SERVERS, Server, free_port, operator_mode_conf, run_module
 from test_nsc_modules import tree_hash
 
 STREAM = "jetstream_stream"

@@ -13,7 +13,6 @@ from conftest import jetstream, publish
 SECOND = 10 ** 9
 
 
-
 def consumer_info(url, domain, stream, name):
     with jetstream(url, domain) as js:
         try:
@@ -26,7 +25,6 @@ def consumer_info(url, domain, stream, name):
 def create_stream(url, domain, name, subjects):
     with jetstream(url, domain) as js:
         js.call("STREAM.CREATE.%s" % name, {"name": name, "subjects": subjects, "storage": "file"})
-
 
 
 def is_2_9(env):

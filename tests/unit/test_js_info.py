@@ -57,7 +57,7 @@ def collect(*infos, **kwargs):
 
 
 def test_stream_rows_carry_the_counts_and_the_leader():
-    streams, _ = collect(CNC, TEST)
+    streams, _rows = collect(CNC, TEST)
     cnc, test = streams
     assert (cnc["name"], cnc["domain"], cnc["messages"], cnc["bytes"], cnc["consumers"], cnc["replicas"],
             cnc["leader"]) == ("cnc", "hub", 3, 111, 1, 1, "hub15")
@@ -66,7 +66,7 @@ def test_stream_rows_carry_the_counts_and_the_leader():
 
 
 def test_mirror_across_domains():
-    _, rows = collect(RECV_CNC)
+    _streams, rows = collect(RECV_CNC)
     assert rows == [{
         "stream": "recv-cnc", "domain": "leaf", "kind": "mirror", "source": "cnc", "source_domain": "hub",
         "external_api": "$JS.hub.API", "deliver_prefix": None, "filter": None, "lag": 0, "active": 0.554,
@@ -74,7 +74,7 @@ def test_mirror_across_domains():
 
 
 def test_sources_follow_the_config_order_and_show_a_domain_that_never_answered():
-    _, rows = collect(AGGREGATE)
+    _streams, rows = collect(AGGREGATE)
     assert [(r["source"], r["source_domain"], r["active"], r["status"]) for r in rows] == [
         ("test", "leaf", 0.528, "ok"), ("ghost", "nowhere", None, "inactive")]
 
@@ -91,7 +91,7 @@ def test_sources_of_one_name_in_two_domains_keep_their_own_state():
                     {"name": "test", "external": {"api": "$JS.spoke-1.API", "deliver": ""}, "lag": 0,
                      "active": 2 * SECOND}],
     }
-    _, rows = collect(aggregate)
+    _streams, rows = collect(aggregate)
     assert [(r["source_domain"], r["external_api"], r["lag"], r["active"]) for r in rows] == [
         ("spoke-1", "$JS.spoke-1.API", 0, 2.0), ("spoke-2", "$JS.spoke-2.API", 7, 1.0)]
 
@@ -101,14 +101,14 @@ def test_errors_lag_and_silence_set_the_status():
     ghost, test = info["sources"]
     ghost.update(error={"code": 404, "err_code": 10059, "description": "stream not found"})
     test.update(active=SECOND)
-    _, rows = collect(info)
+    _streams, rows = collect(info)
     assert rows[0]["status"] == "ok"
     assert (rows[1]["status"], rows[1]["error"], rows[1]["error_code"]) == ("error", "stream not found", 10059)
     test.update(lag=7)
-    _, rows = collect(info)
+    _streams, rows = collect(info)
     assert rows[0]["status"] == "lagging"
     test.update(active=30 * SECOND)
-    _, rows = collect(info)
+    _streams, rows = collect(info)
     assert rows[0]["status"] == "inactive"
 
 
@@ -123,7 +123,7 @@ def test_filters_and_transforms_are_shown():
     info = copy.deepcopy(AGGREGATE)
     info["config"]["sources"][0]["filter_subject"] = "test.a"
     info["config"]["sources"][1]["subject_transforms"] = [{"src": "x.>", "dest": "y.>"}]
-    _, rows = collect(info)
+    _streams, rows = collect(info)
     assert [r["filter"] for r in rows] == ["test.a", "x.> to y.>"]
 
 

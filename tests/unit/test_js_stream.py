@@ -239,13 +239,13 @@ def test_streams_of_one_list_cannot_share_subjects():
                                              item("C", state="absent", subjects=["a.>"])]))) == 3
 
 
-@pytest.mark.parametrize("first, second, collide", [
+@pytest.mark.parametrize("left, right, collide", [
     ("a.b", "a.b", True), ("a.*", "a.b", True), ("a.>", "a.b.c", True), ("a.>", "a", False), ("a.b", "a.c", False),
     ("*.b", "a.*", True), ("a.b.c", "a.b", False), (">", "x.y", True), ("a.*.c", "a.b.d", False),
 ])
-def test_subject_collisions(first, second, collide):
-    assert units.subjects_collide(first, second) is collide
-    assert units.subjects_collide(second, first) is collide
+def test_subject_collisions(left, right, collide):
+    assert units.subjects_collide(left, right) is collide
+    assert units.subjects_collide(right, left) is collide
 
 
 def test_stream_options_next_to_streams_are_refused():
@@ -293,8 +293,8 @@ def test_source_times_and_empty_deliver_prefixes_compare_normalised():
 
 
 def test_a_mirror_compares_whole():
-    server = dict(SERVER_CONFIG, subjects=None, mirror={"name": "cnc", "filter_subject": "cnc.a",
-                                                         "external": {"api": "$JS.hub.API", "deliver": ""}})
+    mirror = {"name": "cnc", "filter_subject": "cnc.a", "external": {"api": "$JS.hub.API", "deliver": ""}}
+    server = dict(SERVER_CONFIG, subjects=None, mirror=mirror)
     assert js.changed_fields(desired(mirror={"name": "cnc", "domain": "hub"}).config, js.from_api(server)) == [
         "mirror"]
 

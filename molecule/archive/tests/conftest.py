@@ -3,4 +3,6 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
 
-from lab_hosts import lab  # noqa: E402,F401  (fixture)
+from lab_hosts import lab  # noqa: E402  (fixture)
+
+__all__ = ["lab"]
