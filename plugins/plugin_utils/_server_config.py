@@ -263,8 +263,7 @@ def build_config(s):
     if s.get("lame_duck_duration"):
         conf["lame_duck_duration"] = check_duration(s["lame_duck_duration"], "nats_server_lame_duck_duration")
     if s.get("lame_duck_grace_period"):
-        conf["lame_duck_grace_period"] = check_duration(s["lame_duck_grace_period"],
-                                                       "nats_server_lame_duck_grace_period")
+        conf["lame_duck_grace_period"] = check_duration(s["lame_duck_grace_period"], "nats_server_lame_duck_grace_period")
     if s.get("debug"):
         conf["debug"] = True
     if s.get("trace"):
