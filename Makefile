@@ -40,10 +40,6 @@ help:
 host-deps:
 	@if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip; fi
-	@# the lab's scripts start with `#!/usr/bin/env python` (the shebang ansible-test allows);
-	@# `sudo lab/fleetlab` looks for it on sudo's own PATH
-	@if ! PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin command -v python >/dev/null; then \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python-is-python3; fi
 
 $(VENV)/.installed: requirements-dev.txt | host-deps
 	python3 -m venv $(VENV)
@@ -101,6 +97,26 @@ lint: venv
 	ansible-doc --json $(MODULES) | python3 -c 'import json, sys; \
 	  docs = json.load(sys.stdin); missing = [m for m in sys.argv[1:] if not (docs.get(m) or {}).get("doc")]; \
 	  sys.exit("no documentation for: %s" % " ".join(missing) if missing else 0)' $(MODULES)
+
+# ansible-test wants the collection at .../ansible_collections/<namespace>/<name>, committed to git:
+# sanity runs on a copy of the working tree (tracked and new files) made so.
+SANITY_ROOT := $(CACHE)/sanity/ansible_collections/nats_edge/fleet
+PYTHON_VERSION = $(shell $(VENV)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+
+.PHONY: sanity
+sanity: venv
+	rm -rf $(CACHE)/sanity && mkdir -p $(SANITY_ROOT)
+	git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do \
+	  if [ -e "$$f" ]; then cp --parents -P "$$f" $(SANITY_ROOT)/; fi; done
+	cd $(SANITY_ROOT) && git init -q && git add -A && \
+	  git -c user.name=sanity -c user.email=sanity@localhost commit -qm "working tree"
+	@# the venvs of the sanity tests are bootstrapped offline (tests/sanity/get_pip.py says how)
+	pip_version=$$(python3 -c 'import ansible_test, os, re; \
+	  print(re.search(r"pip=.([0-9.]+).", open(os.path.join(os.path.dirname(ansible_test.__file__), \
+	  "_internal", "python_requirements.py")).read()).group(1))'); \
+	  mkdir -p $$HOME/.ansible/test/cache && \
+	  cp tests/sanity/get_pip.py $$HOME/.ansible/test/cache/get_pip_$${pip_version//./_}.py
+	cd $(SANITY_ROOT) && ansible-test sanity --local --python $(PYTHON_VERSION) --color no $(SANITY_ARGS)
 
 .PHONY: build
 build: venv

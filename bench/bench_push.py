@@ -61,8 +61,8 @@ def build_store(workdir):
     Returns (store, operator seed, SYS public key, SYS JWT, APP public key)."""
     store = Store(os.path.join(workdir, "stores"), os.path.join(workdir, "keys"), "bench")
     store.write_marker()
-    kinds = ("operator", "account", "account", "user")
-    op_seed, sys_seed, app_seed, user_seed = (jwt.new_seed(kind) for kind in kinds)
+    op_seed, sys_seed, app_seed, user_seed = (
+        jwt.new_seed(kind) for kind in ("operator", "account", "account", "user"))
     sys_pub, app_pub = jwt.public_key(sys_seed), jwt.public_key(app_seed)
     sys_token = jwt.encode(jwt.account_claims("SYS", sys_pub, exports=nsc.SYSTEM_EXPORTS), op_seed)
     store.write_operator(jwt.encode(jwt.operator_claims("bench", jwt.public_key(op_seed), system_account=sys_pub),
@@ -260,7 +260,8 @@ def report(kind, version, rows, names):
     print("%-10s %10s %10s %10s" % ("", "median ms", "p90 ms", "max ms"))
     for key in ("confirm", "lookup", "total", "echo", "ping"):
         values = [row[key] for row in rows]
-        print("%-10s %10.2f %10.2f %10.2f" % (key, statistics.median(values) * ms, p90(values) * ms, max(values) * ms))
+        print("%-10s %10.2f %10.2f %10.2f" % (
+            key, statistics.median(values) * ms, p90(values) * ms, max(values) * ms))
     echo = statistics.median(row["echo"] for row in rows)
     print("ratio confirm/echo %.1f, (confirm+lookup)/echo %.1f, confirm/ping %.2f" % (
         statistics.median(row["confirm"] for row in rows) / echo,

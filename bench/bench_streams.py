@@ -172,7 +172,7 @@ def main():
 
     med = {key: statistics.median(values) for key, values in times.items()}
     reference = med["empty"] + med["info"]
-    version = subprocess.run([options.server, "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    version = subprocess.run([options.server, "--version"], capture_output=True, text=True, check=True).stdout.strip()
     version = version.rsplit("v", 1)[-1] or "?"
     print("jetstream_stream, %d streams in one task, nats-server %s on loopback, median of %d runs"
           % (options.streams, version, options.repeat))

@@ -42,3 +42,97 @@ notes:
 requirements:
   - nkeys (Python library)
 """
+
+    USER_PERMISSIONS = r"""
+options:
+  permissions:
+    description:
+      - What the user may publish and subscribe to, and whether it may reply to requests.
+      - Left out, the account's default permissions apply.
+      - Unknown keys are refused, so a typo cannot silently leave the user unrestricted.
+    type: dict
+    suboptions:
+      pub:
+        description: Subjects the user may publish to.
+        type: dict
+        suboptions:
+          allow:
+            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
+            type: list
+            elements: str
+          deny:
+            description: Subjects denied, even when O(permissions.pub.allow) matches them.
+            type: list
+            elements: str
+      sub:
+        description: Subjects the user may subscribe to.
+        type: dict
+        suboptions:
+          allow:
+            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
+            type: list
+            elements: str
+          deny:
+            description: Subjects denied, even when O(permissions.sub.allow) matches them.
+            type: list
+            elements: str
+      resp:
+        description: Allow the user to reply to requests they receive, without publish permission for the reply subjects.
+        type: dict
+        suboptions:
+          max:
+            description: Most replies per request.
+            type: int
+            default: 1
+          ttl:
+            description: How long a reply may take, as seconds or a duration such as V(5s); V(0) is no limit.
+            type: raw
+            default: 0
+"""
+
+    # The same rules as USER_PERMISSIONS, for the account's default (the option names differ).
+    DEFAULT_PERMISSIONS = r"""
+options:
+  default_permissions:
+    description:
+      - Permissions of the account's users that have none of their own.
+      - Unknown keys are refused, so a typo cannot silently leave users unrestricted.
+    type: dict
+    suboptions:
+      pub:
+        description: Subjects users may publish to.
+        type: dict
+        suboptions:
+          allow:
+            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
+            type: list
+            elements: str
+          deny:
+            description: Subjects denied, even when O(default_permissions.pub.allow) matches them.
+            type: list
+            elements: str
+      sub:
+        description: Subjects users may subscribe to.
+        type: dict
+        suboptions:
+          allow:
+            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
+            type: list
+            elements: str
+          deny:
+            description: Subjects denied, even when O(default_permissions.sub.allow) matches them.
+            type: list
+            elements: str
+      resp:
+        description: Allow users to reply to requests they receive, without publish permission for the reply subjects.
+        type: dict
+        suboptions:
+          max:
+            description: Most replies per request.
+            type: int
+            default: 1
+          ttl:
+            description: How long a reply may take, as seconds or a duration such as V(5s); V(0) is no limit.
+            type: raw
+            default: 0
+"""

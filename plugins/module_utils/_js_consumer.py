@@ -27,7 +27,6 @@ ACK_POLICIES = ("explicit", "all", "none")
 REPLAY_POLICIES = ("instant", "original")
 
 
-
 class ConsumerInputError(ValueError):
     """Input the server would refuse or misread; ``field`` names the option."""
 

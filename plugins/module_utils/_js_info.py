@@ -308,12 +308,11 @@ def render_dot(streams, replication):
             label += ": %s" % row["filter"]
         attributes = ["label=%s" % _quote(label if row["status"] == STATUS_OK else "%s (%s)" % (
             label, row["error"] or row["status"]))]
-        attributes.append("color=%s" % {STATUS_OK: ("blue" if row["kind"] == "mirror" else "darkgreen"),
-                                          STATUS_LAGGING: "orange"}.get(row["status"], "red"))
+        colors = {STATUS_OK: ("blue" if row["kind"] == "mirror" else "darkgreen"), STATUS_LAGGING: "orange"}
+        attributes.append("color=%s" % colors.get(row["status"], "red"))
         if row["status"] in (STATUS_INACTIVE, STATUS_STALLED):
             attributes.append("style=dashed")
         lines.append("  %s -> %s [%s];" % (_quote("%s/%s" % (row["source_domain"], row["source"])),
                                            _quote("%s/%s" % (row["domain"], row["stream"])), ", ".join(attributes)))
     lines.append("}")
     return "\n".join(lines) + "\n"
-

@@ -480,6 +480,7 @@ def changed_fields(desired, actual):
 
 ServerVersion = namedtuple("ServerVersion", "number exact")
 
+
 def version_text(version):
     return ".".join(str(p) for p in (version.number if version.exact else version.number[:2]))
 
@@ -729,7 +730,7 @@ def update_body(current, config):
 def not_applied(desired_config, info):
     """Fields the server did not take as asked, after a write: an option this
     server ignores or overrides would otherwise report a change on every run."""
-    config = {k: v for k, v in desired_config.items()}
+    config = dict(desired_config)
     return changed_fields(config, from_api(info["config"]))
 
 

@@ -183,8 +183,8 @@ def _owned(imp, exporter_public, export):
 
 
 def _same_export(one, two):
-    return one.get("name") == two.get("name") or (one.get("subject") == two.get("subject")
-                                                   and one.get("type") == two.get("type"))
+    same_subject = one.get("subject") == two.get("subject") and one.get("type") == two.get("type")
+    return one.get("name") == two.get("name") or same_subject
 
 
 def apply(accounts, edges, state, activation):

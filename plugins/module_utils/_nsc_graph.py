@@ -176,8 +176,9 @@ def build_graph(inventory, accounts=None):
         by_key.setdefault(claims.get("sub"), []).append((operator, name, claims))
     nodes = {}
     for operator, name, claims in inventory["accounts"]:
-        nodes[node_id(operator, name)] = {"id": node_id(operator, name), "account": name, "operator": operator,
-                                         "public_key": claims.get("sub"), "in_store": True}
+        nodes[node_id(operator, name)] = {
+            "id": node_id(operator, name), "account": name, "operator": operator, "public_key": claims.get("sub"),
+            "in_store": True}
     edges = []
     for operator, name, claims in inventory["accounts"]:
         for claim in (claims.get("nats") or {}).get("imports") or []:
@@ -255,4 +256,3 @@ def render_dot(graph):
 def unknown_accounts(inventory, accounts):
     present = {name for _operator, name, _claims in inventory["accounts"]}
     return sorted(set(accounts or []) - present)
-

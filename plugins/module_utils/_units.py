@@ -86,7 +86,7 @@ def bare_seconds_warning(value, field):
 
 
 def _scaled(number, factor):
-    whole, _, fraction = str(number).partition(".")
+    whole, _dot, fraction = str(number).partition(".")
     result = int(whole) * factor
     if fraction:
         result += int(fraction) * factor // 10 ** len(fraction)

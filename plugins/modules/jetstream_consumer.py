@@ -22,18 +22,20 @@ description:
   - The version of the domain's servers is read from the JetStream API itself (API level,
     version stamps, config fields), so rules and features follow the servers of that domain,
     not the server the connection landed on.
-author: nats_edge.fleet contributors
+author: nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.connection
   - nats_edge.fleet.connection.jetstream
 attributes:
   check_mode:
     support: full
-    details: Reads the stream and consumer, then returns the requests it would send in RV(actions).
+    description: Reads the stream and consumer, then returns the requests it would send in RV(actions); sends none.
   diff_mode:
     support: full
+    description: Returns the consumer's normalised configuration before and after.
   idempotent:
     support: full
+    description: A second run with the same options reports no change and sends no request that changes anything.
 options:
   stream:
     description: Name of the stream the consumer reads.
@@ -177,26 +179,27 @@ EXAMPLES = r"""
     stream: ORDERS
     name: workers
     filter_subject: orders.created
-    ack_wait: 30s
     max_deliver: 5
-    backoff: [1s, 10s, 1m]
+    backoff: [1s, 10s, 1m]  # the first step is also the ack wait
     max_ack_pending: 1000
 
 - name: Push consumer delivering to a queue group, with heartbeats and flow control
   nats_edge.fleet.jetstream_consumer:
-    domain: edge1
-    stream: telemetry
+    servers: nats://hub-1:4222
+    domain: spoke-1
+    stream: test
     name: forwarder
     deliver_subject: deliver.telemetry
     deliver_group: forwarders
     idle_heartbeat: 5s
     flow_control: true
 
-- name: The durable pull consumer DUR that another account pulls from, through its imported API
+- name: A durable pull consumer managed by another account, through its import of TEST's hub API
   nats_edge.fleet.jetstream_consumer:
+    servers: nats://hub-1:4222
     creds: /etc/nats/ops.creds
-    api_prefix: JS.ingest@hub.API
-    stream: ingest
+    api_prefix: JS.test@hub.API
+    stream: test-inbox
     name: DUR
     ack_policy: explicit
     deliver_policy: all
@@ -423,9 +426,8 @@ class ConsumerManager(object):
             return reply
         except JetStreamError as exc:
             fields = " (changing %s)" % ", ".join(decided.changed) if decided.changed else ""
-            self.fail("the server refused to %s it%s: %s (err_code %s)" % (decided.action, fields, exc.description,
-                                                                            exc.err_code),
-                      err_code=exc.err_code, actions=self.js.actions)
+            self.fail("the server refused to %s it%s: %s (err_code %s)" % (
+                decided.action, fields, exc.description, exc.err_code), err_code=exc.err_code, actions=self.js.actions)
         except NatsClientError as exc:
             self.fail("no answer while trying to %s it, so its state is unknown: %s" % (decided.action, exc),
                       actions=self.js.actions)

@@ -16,19 +16,20 @@ description:
     was last active, its lag and the server's error, and a status that flags inactive, lagging
     and (with O(recheck_after)) stalled replication.
   - Renders the same as text tables (RV(report)) and the replication graph in Graphviz dot (RV(dot)).
-author: nats_edge.fleet contributors
+author: nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.connection
   - nats_edge.fleet.connection.jetstream
 attributes:
   check_mode:
     support: full
-    details: The module only reads.
+    description: The module only reads.
   diff_mode:
     support: none
+    description: The module changes nothing, so there is nothing to compare.
   idempotent:
     support: full
-    details: The module only reads.
+    description: The module only reads.
 options:
   domains:
     description:
@@ -94,9 +95,10 @@ EXAMPLES = r"""
 
 - name: One stream, read through the JetStream API imported from another account
   nats_edge.fleet.jetstream_info:
+    servers: nats://hub-1:4222
     creds: /etc/nats/ops.creds
-    api_prefix: JS.ingest@hub.API
-    streams: [ingest]
+    api_prefix: JS.test@hub.API
+    streams: [test-inbox]
 """
 
 RETURN = r"""

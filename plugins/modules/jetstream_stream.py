@@ -20,7 +20,7 @@ description:
     and planned before the first change is sent.
   - Returns the JetStream API requests the run made, or would make in check mode.
 author:
-  - nats_edge.fleet contributors
+  - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.connection
   - nats_edge.fleet.connection.jetstream
@@ -35,6 +35,261 @@ attributes:
     support: full
     description: A second run with the same options reports no change and sends no request that changes anything.
 options:
+  # Every stream option is written once, as a suboption of a bulk item (&stream); the single
+  # form at the top level takes them all from there (<<: *stream).
+  streams:
+    description:
+      - Streams to converge in one run, over one connection (the bulk form).
+      - Each item takes O(streams[].name) and every stream option of the single form, with the same
+        meaning (they are documented once, here, and apply at the top level too). Items without
+        O(streams[].state), O(streams[].on_immutable_change) or O(streams[].allow_data_loss) take the task's value.
+      - Every item is validated and planned before anything is sent, so a bad item, two items whose
+        subjects overlap, or a change the rules refuse fails the task with nothing changed.
+        Deletions are sent first, then updates and promotions, then recreations, then creations.
+      - A refusal by the server while applying (for example subjects that overlap a stream not in the
+        list) stops the run; RV(actions) and RV(streams) then show what was already sent.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Name of the stream (as O(name)).
+        type: str
+        required: true
+      state:
+        description: As O(state); the task's O(state) when left out.
+        type: str
+        choices: [present, absent]
+      on_immutable_change:
+        description: As O(on_immutable_change); the task's value when left out.
+        type: str
+        choices: [fail, recreate]
+      allow_data_loss:
+        description: As O(allow_data_loss); the task's value when left out.
+        type: bool
+      <<: &stream
+        description:
+          description: Description of the stream.
+          type: str
+        subjects:
+          description:
+            - Subjects the stream stores; wildcards V(*) and V(>) allowed as whole tokens. Compared as a set.
+            - Not with O(mirror). Declaring subjects (or O(sources)) for a stream that is a mirror promotes it.
+            - A new stream without subjects, mirror or sources listens on its name.
+          type: list
+          elements: str
+        storage:
+          description: Storage of the messages. Cannot change on a live stream.
+          type: str
+          choices: [file, memory]
+        retention:
+          description:
+            - When messages are removed; V(limits) keeps them until a limit is reached, V(interest) while
+              consumers need them, V(workqueue) until one consumer acknowledges them.
+            - nats-server 2.10 and later switch between V(limits) and V(interest) on a live stream, never to or
+              from V(workqueue); 2.9 changes none.
+          type: str
+          choices: [limits, interest, workqueue]
+        discard:
+          description: At a limit, V(old) removes the oldest messages, V(new) refuses new ones.
+          type: str
+          choices: [old, new]
+        discard_new_per_subject:
+          description: Apply O(discard=new) per subject; needs O(discard=new) and O(max_msgs_per_subject).
+          type: bool
+        max_consumers:
+          description:
+            - Most consumers the stream accepts; V(-1) (or V(0)) for unlimited.
+            - Cannot change on a live stream before nats-server 2.12.
+          type: int
+        max_msgs:
+          description: Most messages kept; V(-1) (or V(0)) for unlimited.
+          type: int
+        max_bytes:
+          description:
+            - Most bytes kept, as bytes or a size such as V(512MB) or V(1GiB); V(-1) (or V(0)) for unlimited.
+            - Suffixes as nats-server reads them - V(K), V(M), V(G), V(T) are decimal; V(KB), V(KiB), V(MB),
+              V(MiB), V(GB), V(GiB), V(TB), V(TiB) binary.
+          type: raw
+        max_age:
+          description:
+            - Oldest message kept; V(0) keeps messages of any age.
+            - A duration is a number of seconds or a string of numbers with units V(ns), V(us), V(ms), V(s),
+              V(m), V(h), V(d), V(w) such as V(90s), V(1h30m) or V(7d).
+          type: raw
+        max_msgs_per_subject:
+          description: Most messages kept per subject; V(-1) (or V(0)) for unlimited.
+          type: int
+        max_msg_size:
+          description: Largest message accepted, as bytes or a size (see O(max_bytes)); V(-1) (or V(0)) for no limit.
+          type: raw
+        duplicate_window:
+          description:
+            - Window in which a repeated C(Nats-Msg-Id) is dropped, as a duration (see O(max_age)); at least
+              V(100ms). The server's default is V(2m), or O(max_age) when shorter.
+          type: raw
+        replicas:
+          description: Number of copies in a clustered JetStream, 1 to 5.
+          type: int
+          aliases: [num_replicas]
+        placement:
+          description:
+            - Where a clustered JetStream places the stream. Only the keys set are compared;
+              V({}) removes the placement.
+          type: dict
+          suboptions:
+            cluster:
+              description: Name of the cluster.
+              type: str
+            tags:
+              description: Server tags the replicas need. Compared as a set.
+              type: list
+              elements: str
+        no_ack:
+          description: Do not acknowledge published messages.
+          type: bool
+        allow_rollup:
+          description: Allow the C(Nats-Rollup) header to purge a subject or the stream. Not with O(deny_purge).
+          type: bool
+          aliases: [allow_rollup_hdrs]
+        deny_delete:
+          description: Refuse deleting messages through the API. Once set on a live stream it cannot be unset.
+          type: bool
+        deny_purge:
+          description: Refuse purging the stream through the API. Once set on a live stream it cannot be unset.
+          type: bool
+        allow_direct:
+          description: Allow direct get requests, answered by any replica.
+          type: bool
+        mirror_direct:
+          description:
+            - Let a mirror answer direct get requests for its origin.
+            - For a mirror of a stream in the same account and domain the server takes this from the origin's
+              O(allow_direct); a different value then fails after the write as not applied.
+          type: bool
+        compression:
+          description: Compression of stored messages. Needs nats-server 2.10 or later.
+          type: str
+          choices: [none, s2]
+        first_seq:
+          description: Sequence number of the first message of a new stream. Not with O(mirror). Needs nats-server 2.10.
+          type: int
+        subject_transform:
+          description:
+            - Rewrite the subject of incoming messages before they are stored. V({}) removes it.
+              Needs nats-server 2.10 or later.
+          type: dict
+          suboptions:
+            src:
+              description: Subjects to transform.
+              type: str
+            dest:
+              description: Subject to store them under, with mapping functions such as C({{wildcard(1)}}).
+              type: str
+        republish:
+          description:
+            - Republish stored messages to another subject. V({}) removes it.
+            - Cannot change on a live stream on nats-server 2.9.
+          type: dict
+          suboptions:
+            src:
+              description: Subjects of the stream to republish; all when left out.
+              type: str
+            dest:
+              description: Subject to republish to; required.
+              type: str
+            headers_only:
+              description: Republish the headers only.
+              type: bool
+        consumer_limits:
+          description: Defaults and limits for the consumers of the stream. Needs nats-server 2.10 or later.
+          type: dict
+          suboptions:
+            inactive_threshold:
+              description: Duration after which an inactive consumer is removed (see O(max_age)).
+              type: raw
+            max_ack_pending:
+              description: Most unacknowledged messages per consumer.
+              type: int
+        allow_msg_ttl:
+          description:
+            - Honour the per-message C(Nats-TTL) header. Once set on a live stream it cannot be unset.
+              Needs nats-server 2.11 or later.
+          type: bool
+        subject_delete_marker_ttl:
+          description:
+            - Leave a delete marker with this lifetime when max age removes the last message of a subject,
+              as a duration (see O(max_age)), at least 1 second. Not with O(mirror). Needs nats-server 2.11 or later.
+          type: raw
+        metadata:
+          description:
+            - String keys and values stored with the stream. Compared as a whole, so keys not listed are removed;
+              the keys nats-server adds (C(_nats.*)) are left alone. Needs nats-server 2.10 or later.
+          type: dict
+        mirror:
+          description:
+            - Make the stream a copy of one other stream, message for message. Not with O(subjects),
+              O(sources) or O(first_seq).
+            - A mirror cannot change, be added to or removed from a live stream, except that nats-server 2.12
+              and later promote a mirror to a normal stream when the task declares O(subjects) or O(sources)
+              for it and leaves O(mirror) out.
+          type: dict
+          suboptions: &source
+            name:
+              description: Name of the origin stream.
+              type: str
+              required: true
+            start_seq:
+              description: First sequence of the origin to copy.
+              type: int
+              aliases: [opt_start_seq]
+            start_time:
+              description:
+                - Copy from this time on, in RFC 3339 (a time without offset is UTC).
+                - Not with O(mirror.start_seq) (O(sources[].start_seq)).
+              type: str
+              aliases: [opt_start_time]
+            filter_subject:
+              description: Copy only the messages on these subjects.
+              type: str
+            subject_transforms:
+              description: Filters with subject rewrites instead of O(mirror.filter_subject) (O(sources[].filter_subject)). Needs nats-server 2.10.
+              type: list
+              elements: dict
+              suboptions:
+                src:
+                  description: Subjects to copy.
+                  type: str
+                  required: true
+                dest:
+                  description: Subject to store them under.
+                  type: str
+                  required: true
+            domain:
+              description:
+                - JetStream domain of the origin stream; shorthand for an C(external.api) of C($JS.<domain>.API).
+                - Not with O(mirror.external) (O(sources[].external)).
+              type: str
+            external:
+              description: API prefix (and delivery prefix) of an origin in another account or domain.
+              type: dict
+              suboptions:
+                api:
+                  description: API prefix, for example C($JS.hub.API) or an imported C(JS.test@hub.API).
+                  type: str
+                  required: true
+                deliver:
+                  description: Delivery prefix for the copied messages, when the account import needs one.
+                  type: str
+                  default: ""
+        sources:
+          description:
+            - Streams whose messages this stream also stores, each entry as in O(mirror). Compared as a set;
+              V([]) removes every source.
+            - Sources can be added and removed on a live stream.
+          type: list
+          elements: dict
+          suboptions: *source
+  <<: *stream
   name:
     description:
       - Name of the stream. Required unless O(streams) is used; cannot be combined with it.
@@ -65,289 +320,6 @@ options:
       - With O(streams), the value of every item that does not set its own.
     type: bool
     default: false
-  streams:
-    description:
-      - Streams to converge in one run, over one connection (the bulk form).
-      - Each item takes O(name) (required), O(state), O(on_immutable_change), O(allow_data_loss)
-        and every stream option of the single form (O(subjects), O(storage), ..., O(mirror), O(sources)),
-        with the same meaning. Items without O(state), O(on_immutable_change) or O(allow_data_loss)
-        take the task's value.
-      - Every item is validated and planned before anything is sent, so a bad item, two items whose
-        subjects overlap, or a change the rules refuse fails the task with nothing changed.
-        Deletions are sent first, then updates and promotions, then recreations, then creations.
-      - A refusal by the server while applying (for example subjects that overlap a stream not in the
-        list) stops the run; RV(actions) and RV(streams) then show what was already sent.
-    type: list
-    elements: dict
-  description:
-    description: Description of the stream.
-    type: str
-  subjects:
-    description:
-      - Subjects the stream stores; wildcards V(*) and V(>) allowed as whole tokens. Compared as a set.
-      - Not with O(mirror). Declaring subjects (or O(sources)) for a stream that is a mirror promotes it.
-      - A new stream without subjects, mirror or sources listens on its name.
-    type: list
-    elements: str
-  storage:
-    description: Storage of the messages. Cannot change on a live stream.
-    type: str
-    choices: [file, memory]
-  retention:
-    description:
-      - When messages are removed; V(limits) keeps them until a limit is reached, V(interest) while
-        consumers need them, V(workqueue) until one consumer acknowledges them.
-      - nats-server 2.10 and later switch between V(limits) and V(interest) on a live stream, never to or
-        from V(workqueue); 2.9 changes none.
-    type: str
-    choices: [limits, interest, workqueue]
-  discard:
-    description: At a limit, V(old) removes the oldest messages, V(new) refuses new ones.
-    type: str
-    choices: [old, new]
-  discard_new_per_subject:
-    description: Apply O(discard=new) per subject; needs O(discard=new) and O(max_msgs_per_subject).
-    type: bool
-  max_consumers:
-    description:
-      - Most consumers the stream accepts; V(-1) (or V(0)) for unlimited.
-      - Cannot change on a live stream before nats-server 2.12.
-    type: int
-  max_msgs:
-    description: Most messages kept; V(-1) (or V(0)) for unlimited.
-    type: int
-  max_bytes:
-    description:
-      - Most bytes kept, as bytes or a size such as V(512MB) or V(1GiB); V(-1) (or V(0)) for unlimited.
-      - Suffixes as nats-server reads them - V(K), V(M), V(G), V(T) are decimal; V(KB), V(KiB), V(MB),
-        V(MiB), V(GB), V(GiB), V(TB), V(TiB) binary.
-    type: raw
-  max_age:
-    description:
-      - Oldest message kept; V(0) keeps messages of any age.
-      - A duration is a number of seconds or a string of numbers with units V(ns), V(us), V(ms), V(s),
-        V(m), V(h), V(d), V(w) such as V(90s), V(1h30m) or V(7d).
-    type: raw
-  max_msgs_per_subject:
-    description: Most messages kept per subject; V(-1) (or V(0)) for unlimited.
-    type: int
-  max_msg_size:
-    description: Largest message accepted, as bytes or a size (see O(max_bytes)); V(-1) (or V(0)) for no limit.
-    type: raw
-  duplicate_window:
-    description:
-      - Window in which a repeated C(Nats-Msg-Id) is dropped, as a duration (see O(max_age)); at least
-        V(100ms). The server's default is V(2m), or O(max_age) when shorter.
-    type: raw
-  replicas:
-    description: Number of copies in a clustered JetStream, 1 to 5.
-    type: int
-    aliases: [num_replicas]
-  placement:
-    description:
-      - Where a clustered JetStream places the stream. Only the keys set are compared;
-        V({}) removes the placement.
-    type: dict
-    suboptions:
-      cluster:
-        description: Name of the cluster.
-        type: str
-      tags:
-        description: Server tags the replicas need. Compared as a set.
-        type: list
-        elements: str
-  no_ack:
-    description: Do not acknowledge published messages.
-    type: bool
-  allow_rollup:
-    description: Allow the C(Nats-Rollup) header to purge a subject or the stream. Not with O(deny_purge).
-    type: bool
-    aliases: [allow_rollup_hdrs]
-  deny_delete:
-    description: Refuse deleting messages through the API. Once set on a live stream it cannot be unset.
-    type: bool
-  deny_purge:
-    description: Refuse purging the stream through the API. Once set on a live stream it cannot be unset.
-    type: bool
-  allow_direct:
-    description: Allow direct get requests, answered by any replica.
-    type: bool
-  mirror_direct:
-    description:
-      - Let a mirror answer direct get requests for its origin.
-      - For a mirror of a stream in the same account and domain the server takes this from the origin's
-        O(allow_direct); a different value then fails after the write as not applied.
-    type: bool
-  compression:
-    description: Compression of stored messages. Needs nats-server 2.10 or later.
-    type: str
-    choices: [none, s2]
-  first_seq:
-    description: Sequence number of the first message of a new stream. Not with O(mirror). Needs nats-server 2.10.
-    type: int
-  subject_transform:
-    description:
-      - Rewrite the subject of incoming messages before they are stored. V({}) removes it.
-        Needs nats-server 2.10 or later.
-    type: dict
-    suboptions:
-      src:
-        description: Subjects to transform.
-        type: str
-      dest:
-        description: Subject to store them under, with mapping functions such as C({{wildcard(1)}}).
-        type: str
-  republish:
-    description:
-      - Republish stored messages to another subject. V({}) removes it.
-      - Cannot change on a live stream on nats-server 2.9.
-    type: dict
-    suboptions:
-      src:
-        description: Subjects of the stream to republish; all when left out.
-        type: str
-      dest:
-        description: Subject to republish to; required.
-        type: str
-      headers_only:
-        description: Republish the headers only.
-        type: bool
-  consumer_limits:
-    description: Defaults and limits for the consumers of the stream. Needs nats-server 2.10 or later.
-    type: dict
-    suboptions:
-      inactive_threshold:
-        description: Duration after which an inactive consumer is removed (see O(max_age)).
-        type: raw
-      max_ack_pending:
-        description: Most unacknowledged messages per consumer.
-        type: int
-  allow_msg_ttl:
-    description:
-      - Honour the per-message C(Nats-TTL) header. Once set on a live stream it cannot be unset.
-        Needs nats-server 2.11 or later.
-    type: bool
-  subject_delete_marker_ttl:
-    description:
-      - Leave a delete marker with this lifetime when max age removes the last message of a subject,
-        as a duration (see O(max_age)), at least 1 second. Not with O(mirror). Needs nats-server 2.11 or later.
-    type: raw
-  metadata:
-    description:
-      - String keys and values stored with the stream. Compared as a whole, so keys not listed are removed;
-        the keys nats-server adds (C(_nats.*)) are left alone. Needs nats-server 2.10 or later.
-    type: dict
-  mirror:
-    description:
-      - Make the stream a copy of one other stream, message for message. Not with O(subjects),
-        O(sources) or O(first_seq).
-      - A mirror cannot change, be added to or removed from a live stream, except that nats-server 2.12
-        and later promote a mirror to a normal stream when the task declares O(subjects) or O(sources)
-        for it and leaves O(mirror) out.
-    type: dict
-    suboptions:
-      name:
-        description: Name of the origin stream.
-        type: str
-        required: true
-      start_seq:
-        description: First sequence of the origin to copy.
-        type: int
-        aliases: [opt_start_seq]
-      start_time:
-        description:
-          - Copy from this time on, in RFC 3339 (a time without offset is UTC).
-          - Not with O(mirror.start_seq).
-        type: str
-        aliases: [opt_start_time]
-      filter_subject:
-        description: Copy only the messages on these subjects.
-        type: str
-      subject_transforms:
-        description: Filters with subject rewrites instead of O(mirror.filter_subject). Needs nats-server 2.10.
-        type: list
-        elements: dict
-        suboptions:
-          src:
-            description: Subjects to copy.
-            type: str
-            required: true
-          dest:
-            description: Subject to store them under.
-            type: str
-            required: true
-      domain:
-        description:
-          - JetStream domain of the origin stream; shorthand for O(mirror.external.api=$JS.<domain>.API).
-          - Not with O(mirror.external).
-        type: str
-      external:
-        description: API prefix (and delivery prefix) of an origin in another account or domain.
-        type: dict
-        suboptions:
-          api:
-            description: API prefix, for example C($JS.hub.API) or an imported C(JS.test@hub.API).
-            type: str
-            required: true
-          deliver:
-            description: Delivery prefix for the copied messages, when the account import needs one.
-            type: str
-            default: ""
-  sources:
-    description:
-      - Streams whose messages this stream also stores, each entry as in O(mirror). Compared as a set;
-        V([]) removes every source.
-      - Sources can be added and removed on a live stream.
-    type: list
-    elements: dict
-    suboptions:
-      name:
-        description: Name of the origin stream.
-        type: str
-        required: true
-      start_seq:
-        description: First sequence of the origin to copy.
-        type: int
-        aliases: [opt_start_seq]
-      start_time:
-        description:
-          - Copy from this time on, in RFC 3339 (a time without offset is UTC).
-          - Not with O(sources[].start_seq).
-        type: str
-        aliases: [opt_start_time]
-      filter_subject:
-        description: Copy only the messages on these subjects.
-        type: str
-      subject_transforms:
-        description: Filters with subject rewrites instead of O(sources[].filter_subject). Needs nats-server 2.10.
-        type: list
-        elements: dict
-        suboptions:
-          src:
-            description: Subjects to copy.
-            type: str
-            required: true
-          dest:
-            description: Subject to store them under.
-            type: str
-            required: true
-      domain:
-        description:
-          - JetStream domain of the origin stream; shorthand for O(sources[].external.api=$JS.<domain>.API).
-          - Not with O(sources[].external).
-        type: str
-      external:
-        description: API prefix (and delivery prefix) of an origin in another account or domain.
-        type: dict
-        suboptions:
-          api:
-            description: API prefix, for example C($JS.hub.API) or an imported C(JS.test@hub.API).
-            type: str
-            required: true
-          deliver:
-            description: Delivery prefix for the copied messages, when the account import needs one.
-            type: str
-            default: ""
 notes:
   - "Changes refused on a live stream, as the servers answer them (verified on 2.9.10, 2.10.26, 2.11.11, 2.12.8,
     2.14.6 and 2.15.1): O(storage) never; O(retention) never on 2.9, never to or from V(workqueue) on any;
@@ -374,7 +346,7 @@ EXAMPLES = r"""
     subjects: [orders.>]
     storage: file
     max_age: 7d
-    max_bytes: 10GiB
+    max_bytes: 1GiB
     duplicate_window: 2m
     metadata:
       owner: shop
@@ -431,10 +403,10 @@ EXAMPLES = r"""
     on_immutable_change: fail
     streams: "{{ site_streams }}"
 
-- name: A stream in the hub managed from the test account, through its import of the hub's API
+- name: A stream of the account TEST in the hub, managed by another account through its import of TEST's hub API
   nats_edge.fleet.jetstream_stream:
-    servers: nats://spoke1-1:4222
-    creds: /etc/nats/test.creds
+    servers: nats://hub-1:4222
+    creds: /etc/nats/ops.creds
     api_prefix: JS.test@hub.API
     name: test-inbox
     subjects: [inbox.>]

@@ -19,16 +19,17 @@ description:
     each server's answer is gathered, and the JWT is read back with C($SYS.REQ.ACCOUNT.<id>.CLAIMS.LOOKUP).
     It is only sent when the resolver's JWT says something else. Changes take effect without a restart.
 author:
-  - nats_edge.fleet contributors
+  - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.nsc
+  - nats_edge.fleet.nsc.default_permissions
   - nats_edge.fleet.connection
 attributes:
   check_mode:
     support: full
     description:
       - Writes no file and pushes nothing.
-      - With O(push) it asks the resolver for the JWT it has, to predict RV(changed).
+      - With O(push) it asks the resolver for the JWT it has, to predict C(changed).
   diff_mode:
     support: full
     description: Returns the account claims before and after.
@@ -105,48 +106,6 @@ options:
         M(nats_edge.fleet.nsc_user) run.
     type: bool
     default: false
-  default_permissions:
-    description:
-      - Permissions of users that have none of their own.
-      - Unknown keys are refused, so a typo cannot silently leave users unrestricted.
-    type: dict
-    suboptions:
-      pub:
-        description: Subjects users may publish to.
-        type: dict
-        suboptions:
-          allow:
-            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
-            type: list
-            elements: str
-          deny:
-            description: Subjects denied, even when O(default_permissions.pub.allow) matches them.
-            type: list
-            elements: str
-      sub:
-        description: Subjects users may subscribe to.
-        type: dict
-        suboptions:
-          allow:
-            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
-            type: list
-            elements: str
-          deny:
-            description: Subjects denied, even when O(default_permissions.sub.allow) matches them.
-            type: list
-            elements: str
-      resp:
-        description: Allow users to reply to requests they receive, without publish permission for the reply subjects.
-        type: dict
-        suboptions:
-          max:
-            description: Most replies per request.
-            type: int
-            default: 1
-          ttl:
-            description: How long a reply may take, as seconds or a duration such as V(5s); V(0) is no limit.
-            type: raw
-            default: 0
   push:
     description: Send the JWT to the resolver (see the description); needs the connection options.
     type: bool
@@ -159,7 +118,7 @@ options:
 notes:
   - For O(push), O(creds) defaults to the system user's creds file in the store. Creds of a user of another
     account are refused before anything is sent.
-  - The store is written before the push. When the push fails the module fails with RV(changed=true) and the
+  - The store is written before the push. When the push fails the module fails with C(changed=true) and the
     servers that did not confirm in RV(unconfirmed); the store keeps the new JWT, and the next run pushes it again
     because the resolver's JWT still differs.
 """
@@ -356,10 +315,10 @@ def main():
     except (StoreError, jwt.JWTError, OSError, NatsClientError, nsc.PushFailed) as exc:
         # changed says what really happened: the store written, or a JWT sent
         result["changed"] = written or bool(result.get("pushed"))
-        module.fail_json(msg="account %r of operator %r: %s%s" % (
-            p["name"], p["operator"], exc, "; the next run pushes it again" if written and isinstance(exc, nsc.PushFailed) else ""),
-            **result)
+        again = "; the next run pushes it again" if written and isinstance(exc, nsc.PushFailed) else ""
+        module.fail_json(msg="account %r of operator %r: %s%s" % (p["name"], p["operator"], exc, again), **result)
     module.exit_json(**result)
+
 
 if __name__ == "__main__":
     main()

@@ -23,7 +23,7 @@ description:
   - With O(push=true) each affected account JWT the resolver does not have yet is sent to every server of the
     full resolver on C($SYS.REQ.CLAIMS.UPDATE) and read back. Imports work without a restart.
 author:
-  - nats_edge.fleet contributors
+  - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.nsc
   - nats_edge.fleet.connection
@@ -31,7 +31,7 @@ attributes:
   check_mode:
     support: full
     description:
-      - Writes no file and pushes nothing; with O(push) it asks the resolver for its JWTs to predict RV(changed).
+      - Writes no file and pushes nothing; with O(push) it asks the resolver for its JWTs to predict C(changed).
   diff_mode:
     support: full
     description: Returns the exports and imports of every affected account before and after.
@@ -161,7 +161,7 @@ options:
 notes:
   - For O(push), O(creds) defaults to the system user's creds file in the store. Creds of a user of another
     account are refused before anything is written or sent.
-  - The store is written before the push. When a push fails the module fails with RV(changed=true) and the
+  - The store is written before the push. When a push fails the module fails with C(changed=true) and the
     servers that did not confirm in RV(unconfirmed); the store keeps the new JWTs and the next run pushes them
     again, because the resolver's JWTs still differ.
   - A full resolver keeps an import until it gets the account JWT without it - push removals too.
@@ -194,25 +194,28 @@ EXAMPLES = r"""
       - account: BILLING
   delegate_to: localhost
 
-- name: HUB may mirror the stream crossacc of the leaf account EDGE
+- name: OPS may mirror the stream aggregate of APP in the hub
   nats_edge.fleet.nsc_export:
     operator: fleet
     share_stream:
-      stream: crossacc
-      from_account: EDGE
-      from_domain: edge1
-      to_account: HUB
+      stream: aggregate
+      from_account: APP
+      from_domain: hub
+      to_account: OPS
       to_domain: hub
       kind: mirror
     push: true
+    servers: ["nats://hub-1:4222"]
   delegate_to: localhost
   register: shared
 
-- name: The mirror, through the imports
+- name: The mirror in OPS, through the imports
   nats_edge.fleet.jetstream_stream:
-    name: crossacc-copy
+    servers: nats://hub-1:4222
+    creds: /etc/nats/ops.creds
+    name: crossacc
     mirror:
-      name: crossacc
+      name: aggregate
       external: "{{ shared.external }}"
 """
 
@@ -269,7 +272,7 @@ ARGUMENT_SPEC = dict(
     type=dict(type="str", choices=["stream", "service"], default="stream"),
     response_type=dict(type="str"),
     public=dict(type="bool", default=True),
-    account_token_position=dict(type="int"),
+    account_token_position=dict(type="int", no_log=False),
     description=dict(type="str"),
     importers=dict(type="list", elements="dict", default=[], options=dict(
         account=dict(type="str", required=True), subject=dict(type="str"), local_subject=dict(type="str"),
@@ -427,10 +430,11 @@ def main():
         # changed says what really happened: the store written, or a JWT sent
         result["changed"] = written or bool(result.get("pushed"))
         _blank_tokens(result)
-        module.fail_json(msg="operator %r: %s%s" % (
-            p["operator"], exc, "; the next run pushes again" if written and isinstance(exc, nsc.PushFailed) else ""), **result)
+        again = "; the next run pushes again" if written and isinstance(exc, nsc.PushFailed) else ""
+        module.fail_json(msg="operator %r: %s%s" % (p["operator"], exc, again), **result)
     _blank_tokens(result)
     module.exit_json(**result)
+
 
 def _blank_tokens(result):
     for imp in result.get("imports") or []:

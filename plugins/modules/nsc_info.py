@@ -18,7 +18,7 @@ description:
     PlantUML. Imports whose exporter is not in the store, or that no export of it covers, are marked.
   - Reads JWTs only; seeds and the content of creds files are never read into the result.
 author:
-  - nats_edge.fleet contributors
+  - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.nsc
 attributes:
@@ -105,8 +105,6 @@ dot:
   type: str
 """
 
-import os
-
 from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
@@ -130,7 +128,7 @@ def main():
     where = "operator %r" % p["operator"] if p["operator"] else "store %s" % p["store_dir"]
     try:
         # a shared lock: writers finish first, so what is read holds together
-        with directory_lock(os.path.expanduser(p["store_dir"]), p["lock_timeout"], shared=True, create=False):
+        with directory_lock(p["store_dir"], p["lock_timeout"], shared=True, create=False):
             inventory = graph.read_inventory(p["store_dir"], p["keys_dir"], [p["operator"]] if p["operator"] else None)
         missing = graph.unknown_accounts(inventory, p["accounts"])
         if missing:

@@ -16,7 +16,7 @@ description:
   - The operator JWT (RV(operator_jwt_path)) and the system account JWT are what a server in operator
     mode needs (C(operator), C(system_account), C(resolver_preload)).
 author:
-  - nats_edge.fleet contributors
+  - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.nsc
 attributes:

@@ -17,9 +17,10 @@ description:
   - The JWT is signed again only when what it says changes, or when its issuer no longer belongs to the
     account. Users need no push; servers check them against the account.
 author:
-  - nats_edge.fleet contributors
+  - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.nsc
+  - nats_edge.fleet.nsc.user_permissions
 attributes:
   check_mode:
     support: full
@@ -44,49 +45,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-  permissions:
-    description:
-      - What the user may publish and subscribe to, and whether it may reply to requests.
-      - Left out, the account's default permissions apply.
-      - Unknown keys are refused, so a typo cannot silently leave the user unrestricted.
-    type: dict
-    suboptions:
-      pub:
-        description: Subjects the user may publish to.
-        type: dict
-        suboptions:
-          allow:
-            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
-            type: list
-            elements: str
-          deny:
-            description: Subjects denied, even when O(permissions.pub.allow) matches them.
-            type: list
-            elements: str
-      sub:
-        description: Subjects the user may subscribe to.
-        type: dict
-        suboptions:
-          allow:
-            description: Subjects allowed (wildcards allowed); anything else is denied once this is set.
-            type: list
-            elements: str
-          deny:
-            description: Subjects denied, even when O(permissions.sub.allow) matches them.
-            type: list
-            elements: str
-      resp:
-        description: Allow replying to requests the user receives, without publish permission for the reply subjects.
-        type: dict
-        suboptions:
-          max:
-            description: Most replies per request.
-            type: int
-            default: 1
-          ttl:
-            description: How long a reply may take, as seconds or a duration such as V(5s); V(0) is no limit.
-            type: raw
-            default: 0
   bearer_token:
     description: Let the JWT alone authenticate the user, without proving the seed.
     type: bool
@@ -108,7 +66,7 @@ EXAMPLES = r"""
     permissions:
       pub: {allow: ["orders.>", "$JS.API.>"]}
       sub: {allow: ["_INBOX.>", "orders.>"]}
-    expires: "2027-01-01T00:00:00Z"
+    expires: "2035-01-01T00:00:00Z"
   delegate_to: localhost
   register: orders_user
 """

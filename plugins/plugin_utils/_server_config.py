@@ -263,7 +263,8 @@ def build_config(s):
     if s.get("lame_duck_duration"):
         conf["lame_duck_duration"] = check_duration(s["lame_duck_duration"], "nats_server_lame_duck_duration")
     if s.get("lame_duck_grace_period"):
-        conf["lame_duck_grace_period"] = check_duration(s["lame_duck_grace_period"], "nats_server_lame_duck_grace_period")
+        conf["lame_duck_grace_period"] = check_duration(
+            s["lame_duck_grace_period"], "nats_server_lame_duck_grace_period")
     if s.get("debug"):
         conf["debug"] = True
     if s.get("trace"):
@@ -357,9 +358,9 @@ def _remote(s, remote, index):
                                                                     ", ".join(sorted(_REMOTE_KEYS))))
     urls = list(remote.get("urls") or ([remote["url"]] if remote.get("url") else []))
     if remote.get("hub_group"):
-        urls += peer_urls(_group(s, where + ".hub_group", remote["hub_group"]), s.get("hostvars") or {},
-                          remote.get("scheme", "nats-leaf"), "nats_server_leafnodes_port",
-                          remote.get("port", 7422))
+        hubs = _group(s, "leafnode_remotes[%d].hub_group" % index, remote["hub_group"])
+        urls += peer_urls(hubs, s.get("hostvars") or {}, remote.get("scheme", "nats-leaf"),
+                          "nats_server_leafnodes_port", remote.get("port", 7422))
     if not urls:
         raise ConfigError("%s: no urls (set urls, url or hub_group)" % where)
     out = {"urls": urls}

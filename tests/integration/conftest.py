@@ -116,7 +116,12 @@ def run_module(name, args, check_mode=False, diff=False, env=None):
     try:
         result = _json.loads(proc.stdout)
     except ValueError:
-        raise AssertionError("module %s printed no JSON (rc %s): %s %s" % (name, proc.returncode, proc.stdout, proc.stderr))
+        raise AssertionError("module %s printed no JSON (rc %s): %s %s" % (
+            name, proc.returncode, proc.stdout, proc.stderr))
+    # ansible-core 2.19 modules report warnings as structured summaries; Ansible shows their text
+    if result.get("warnings"):
+        result["warnings"] = [w.get("event", {}).get("msg", str(w)) if isinstance(w, dict) else w
+                              for w in result["warnings"]]
     return result
 
 
@@ -205,6 +210,11 @@ def run_playbook(tmp_path, tasks, verbosity=0, extra_args=(), env=None):
     play = "- hosts: localhost\n  gather_facts: false\n  tasks:\n" + textwrap.indent(textwrap.dedent(tasks), "    ")
     path = tmp_path / "play.yml"
     path.write_text(play)
+    return run_playbook_file(path, verbosity, extra_args, env)
+
+
+def run_playbook_file(path, verbosity=0, extra_args=(), env=None):
+    """ansible-playbook on localhost (local connection, this Python) with the checkout's collection."""
     environment = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1",
                        ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCALHOST_WARNING="0",
                        ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_RETRY_FILES_ENABLED="0",
@@ -212,4 +222,4 @@ def run_playbook(tmp_path, tasks, verbosity=0, extra_args=(), env=None):
     command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
                str(path)] + (["-" + "v" * verbosity] if verbosity else []) + list(extra_args)
     return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment,
-                          timeout=300, check=False)
+                          timeout=600, check=False)

@@ -11,11 +11,14 @@ listens on); the store options are added to every nsc_* row.
 """
 
 import concurrent.futures
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
-from conftest import SERVERS, Server, free_port, operator_mode_conf, run_module
+from conftest import SERVERS, COLLECTIONS, Server, free_port, operator_mode_conf, run_module
 from test_nsc_modules import tree_hash
 
 STREAM = "jetstream_stream"
@@ -377,3 +380,72 @@ def test_bad_input_fails_clearly_and_changes_nothing(env):
                 row[0], fragment, result.get("changed"), result.get("msg", result)))
     assert not wrong, "\n".join(wrong)
     assert snapshot(env) == before
+
+
+# -- the role's preflight ----------------------------------------------------------------------------------------
+# (id, host variables, message fragment). Each row is a host of one play that runs the role's checks
+# (tasks_from: preflight): they only read and assert, so a host that fails them was not touched.
+
+FACTS = dict(ansible_memtotal_mb=1024, ansible_default_ipv4={"address": "10.0.0.1"}, ansible_service_mgr="systemd",
+             ansible_mounts=[{"mount": "/", "size_total": 10 * 1024 ** 3}], ansible_architecture="x86_64")
+REMOTE = {"urls": ["nats-leaf://hub:7422"]}
+
+ROLE_ROWS = [
+    ("role-install-method", dict(nats_server_install_method="snap"), "nats_server_install_method must be package"),
+    ("role-archive-no-version", dict(nats_server_install_method="archive"), "nats_server_version must be set"),
+    ("role-binary-no-src", dict(nats_server_install_method="binary"), "nats_server_binary_src must name"),
+    ("role-openrc", dict(ansible_service_mgr="openrc"), "the service manager is openrc"),
+    ("role-arch", dict(nats_server_install_method="archive", nats_server_version="2.15.1",
+                       ansible_architecture="sparc64"), "sparc64"),
+    ("role-remote-unknown-key", dict(nats_server_leafnode_remotes=[dict(REMOTE, hubgroup="hub")]),
+     "nats_server_leafnode_remotes[0]: unknown option(s) hubgroup"),
+    ("role-remote-no-urls", dict(nats_server_leafnode_remotes=[{"account": "A"}]),
+     "nats_server_leafnode_remotes[0]: no urls (set urls, url or hub_group)"),
+    ("role-remote-not-mapping", dict(nats_server_leafnode_remotes=["nats-leaf://hub:7422"]),
+     "nats_server_leafnode_remotes[0]: expected a mapping"),
+    ("role-remote-unknown-group", dict(nats_server_leafnode_remotes=[{"hub_group": "hubz"}]),
+     "nats_server_leafnode_remotes[0].hub_group: group 'hubz' is not in the inventory"),
+    ("role-remote-system-account", dict(nats_server_system_account="SYS", nats_server_leafnode_remotes=[
+        dict(REMOTE, account="SYS")]), "account SYS is the system account"),
+    ("role-cluster-unknown-group", dict(nats_server_cluster_group="hubz"),
+     "nats_server_cluster_group: group 'hubz' is not in the inventory"),
+    ("role-port-words", dict(nats_server_port="lots"), "nats_server_port: 'lots' is not a port number"),
+    ("role-port-range", dict(nats_server_port=70000), "nats_server_port: 70000 is not a port number (1-65535)"),
+    ("role-port-collision", dict(nats_server_http_port=4222), "4222"),
+    ("role-leaf-port-collision", dict(nats_server_leafnodes_port=4222), "4222"),
+    ("role-memory-words", dict(nats_server_memory_limit="huge"), "huge"),
+    ("role-file-store-words", dict(nats_server_jetstream_max_file_store="big"), "big"),
+    ("role-resolver-type", dict(nats_server_operator_jwt_src="/op.jwt", nats_server_resolver={"type": "memory"}),
+     "nats_server_resolver.type: 'memory' is not a resolver this role runs"),
+    ("role-operator-and-accounts", dict(nats_server_operator_jwt_src="/op.jwt", nats_server_accounts={"A": {}}),
+     "nats_server_accounts cannot be used in operator mode"),
+    ("role-lame-duck-words", dict(nats_server_lame_duck_duration="soon"), "nats_server_lame_duck_duration"),
+    ("role-max-payload-words", dict(nats_server_max_payload="a lot"), "nats_server_max_payload"),
+    ("role-no-name", dict(nats_server_name=""), "nats_server_name must be set"),
+]
+
+
+def test_role_preflight_refuses_bad_inventory_before_touching_a_host(tmp_path):
+    hosts = dict((row_id, dict(FACTS, ansible_connection="local", ansible_python_interpreter=sys.executable,
+                               **variables)) for row_id, variables, _fragment in ROLE_ROWS + [("valid", {}, "")])
+    (tmp_path / "inventory.json").write_text(json.dumps({"all": {"hosts": hosts}}))
+    (tmp_path / "play.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: The role's checks\n      ansible.builtin.include_role:\n"
+        "        name: nats_edge.fleet.nats_server\n        tasks_from: preflight\n")
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="10")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
+                           str(tmp_path / "inventory.json"), str(tmp_path / "play.yml")],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    report = json.loads(proc.stdout[proc.stdout.index("{"):])
+    failures = {}
+    for task in report["plays"][0]["tasks"]:
+        for host, result in task["hosts"].items():
+            if result.get("failed") and host not in failures:
+                failures[host] = result.get("msg", "")
+    wrong = ["%s: expected a failure with %r, got %r" % (row_id, fragment, failures.get(row_id))
+             for row_id, _variables, fragment in ROLE_ROWS if fragment not in (failures.get(row_id) or "")]
+    assert not wrong, "\n".join(wrong)
+    assert "valid" not in failures, failures["valid"]  # the checks pass good input
+    assert len(ROWS) + len(ROLE_ROWS) > 120

@@ -85,8 +85,8 @@ def test_report_of_two_domains_in_one_run(hub_and_leaf, module):
         subprocess.run(["dot", "-Tsvg", "-o", os.devnull], input=dot, text=True, check=True)
 
     checked = module("jetstream_info", args, check_mode=True)
-    assert not checked["changed"]
-    assert [s["name"] for s in checked["streams"]] == [s["name"] for s in result["streams"]]
+    names = [s["name"] for s in result["streams"]]
+    assert not checked["changed"] and [s["name"] for s in checked["streams"]] == names
 
 
 def test_stream_filter_unreachable_domains_and_options(hub_and_leaf, module):

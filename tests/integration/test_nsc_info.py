@@ -60,7 +60,8 @@ def test_nsc_info_lists_the_store_and_draws_the_imports(module, tmp_path):
                                                "streams": 3, "consumers": -1}
     assert [e["subject"] for e in accounts["ORDERS"]["exports"]] == ["orders.>", "quote.*"]
     assert {i["from_account"] for i in accounts["APP"]["imports"]} == {"ORDERS"}
-    assert {e["name"] for e in accounts["SYS"]["exports"]} == {"account-monitoring-services", "account-monitoring-streams"}
+    assert {e["name"] for e in accounts["SYS"]["exports"]} == {
+        "account-monitoring-services", "account-monitoring-streams"}
     users = {(u["account"], u["name"]): u for u in info["users"]}
     assert users[("ORDERS", "svc")]["bearer"] and users[("ORDERS", "svc")]["creds_file"] == user["creds_file"]
     assert ("SYS", "sys") in users

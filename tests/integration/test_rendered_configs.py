@@ -54,7 +54,7 @@ def test_everything_the_role_renders_passes_the_servers_own_check(nats_binary, t
 
 def test_the_server_rejects_what_the_role_must_catch(nats_binary, tmp_path):
     binary, version = nats_binary
-    conf = model(tmp_path, version, extra_config={"no_such_option": 1})[0]
+    conf, _dropped = model(tmp_path, version, extra_config={"no_such_option": 1})
     result = check(binary, tmp_path, conf)
     assert result.returncode != 0
     assert "no_such_option" in result.stderr + result.stdout
@@ -63,9 +63,9 @@ def test_the_server_rejects_what_the_role_must_catch(nats_binary, tmp_path):
 def test_hub_and_leaf_with_their_own_jetstream_domains(nats_binary, tmp_path, start_server):
     binary, version = nats_binary
     leaf_port = free_port()
-    hub = model(tmp_path, version, name="hub", jetstream_domain="hub", leafnodes_port=leaf_port)[0]
-    edge = model(tmp_path, version, name="edge", jetstream_domain="edge",
-                 leafnode_remotes=[{"url": "nats-leaf://127.0.0.1:%d" % leaf_port}])[0]
+    hub, _dropped = model(tmp_path, version, name="hub", jetstream_domain="hub", leafnodes_port=leaf_port)
+    edge, _dropped = model(tmp_path, version, name="edge", jetstream_domain="edge",
+                           leafnode_remotes=[{"url": "nats-leaf://127.0.0.1:%d" % leaf_port}])
     hub_server = start_server(binary, sc.render(hub), "hub", int(hub["http"].rsplit(":", 1)[1]))
     edge_server = start_server(binary, sc.render(edge), "edge", int(edge["http"].rsplit(":", 1)[1]))
     edge_server.wait(lambda: edge_server.get("leafz")["leafnodes"] == 1)
@@ -94,8 +94,8 @@ def test_operator_mode_with_the_full_resolver(nats_binary, tmp_path, start_serve
     sys_jwt = jwt.encode(jwt.account_claims("SYS", sys_pub), op)
     creds = tmp_path / "sys.creds"
     creds.write_text(jwt.creds(jwt.encode(jwt.user_claims("sys", jwt.public_key(sys_user)), sys_acc), sys_user))
-    conf = model(tmp_path, version, operator_jwt=str(tmp_path / "operator.jwt"), system_account=sys_pub,
-                 resolver_preload={sys_pub: sys_jwt})[0]
+    conf, _dropped = model(tmp_path, version, operator_jwt=str(tmp_path / "operator.jwt"), system_account=sys_pub,
+                           resolver_preload={sys_pub: sys_jwt})
     assert check(binary, tmp_path, conf).returncode == 0
     http = int(conf["http"].rsplit(":", 1)[1])
     server = start_server(binary, sc.render(conf), "operator", http)

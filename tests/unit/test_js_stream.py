@@ -239,13 +239,13 @@ def test_streams_of_one_list_cannot_share_subjects():
                                              item("C", state="absent", subjects=["a.>"])]))) == 3
 
 
-@pytest.mark.parametrize("left, right, collide", [
+@pytest.mark.parametrize("first, second, collide", [
     ("a.b", "a.b", True), ("a.*", "a.b", True), ("a.>", "a.b.c", True), ("a.>", "a", False), ("a.b", "a.c", False),
     ("*.b", "a.*", True), ("a.b.c", "a.b", False), (">", "x.y", True), ("a.*.c", "a.b.d", False),
 ])
-def test_subject_collisions(left, right, collide):
-    assert units.subjects_collide(left, right) is collide
-    assert units.subjects_collide(right, left) is collide
+def test_subject_collisions(first, second, collide):
+    assert units.subjects_collide(first, second) is collide
+    assert units.subjects_collide(second, first) is collide  # pylint: disable=arguments-out-of-order
 
 
 def test_stream_options_next_to_streams_are_refused():

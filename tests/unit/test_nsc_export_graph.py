@@ -97,8 +97,8 @@ def test_private_exports_get_activation_tokens_reused_when_current():
     assert calls[-1] == ("A", KEYS["B"], "q", "token-1")
     assert second["B"]["nats"]["imports"][0]["token"] == "token-1"
     claims = graph.activation_claims(KEYS["B"], {"type": "service"}, {"subject": "q"}, KEYS["A"])
-    assert claims == {"name": "q", "sub": KEYS["B"],
-                      "nats": {"subject": "q", "kind": "service", "type": "activation", "version": 2, "issuer_account": KEYS["A"]}}
+    assert claims == {"name": "q", "sub": KEYS["B"], "nats": {
+        "subject": "q", "kind": "service", "type": "activation", "version": 2, "issuer_account": KEYS["A"]}}
 
 
 def test_overlapping_exports_and_imports_are_refused():
@@ -142,8 +142,8 @@ def test_share_for_a_mirror_has_api_flow_control_and_delivery():
 def test_shares_to_two_accounts_share_exports_and_absent_removes_only_one():
     publics = {name: KEYS[name] for name in KEYS}
     share = {"stream": "s", "from_account": "A", "to_account": "B", "kind": "source"}
-    to_b = graph.share_edges(share, publics)[0]
-    to_c = graph.share_edges(dict(share, to_account="C"), publics)[0]
+    to_b, _external = graph.share_edges(share, publics)
+    to_c, _external = graph.share_edges(dict(share, to_account="C"), publics)
     both = graph.apply(graph.apply(accounts(), to_b, "present", no_tokens), to_c, "present", no_tokens)
     assert len(both["A"]["nats"]["exports"]) == 5  # the API and flow control once, a delivery each
     without_b = graph.apply(both, to_b, "absent", no_tokens)

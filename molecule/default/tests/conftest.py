@@ -3,6 +3,4 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "shared"))
 
-from lab_hosts import lab  # noqa: E402  (fixture)
-
-__all__ = ["lab"]
+from lab_hosts import lab  # noqa: E402,F401 pylint: disable=unused-import
