@@ -31,24 +31,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 
-# ansible-test bootstraps pip into each test's virtualenv with a get-pip script
-# it downloads from a host this network does not reach; it first looks in its
-# cache. This stand-in installs the same pip from the Python's bundled wheel
-# (ensurepip) plus the configured package index.
-GET_PIP_MARKER = "# nats_edge.fleet: offline get-pip stand-in"
-GET_PIP_STANDIN = GET_PIP_MARKER + '''
-import ensurepip
-import os
-import subprocess
-import sys
-
-ensurepip.bootstrap()
-# ensurepip points PIP_CONFIG_FILE at os.devnull, which would hide the
-# machine's pip configuration (its package index) from the install below.
-os.environ.pop("PIP_CONFIG_FILE", None)
-ARGS = [arg for arg in sys.argv[1:] if arg not in ("--no-setuptools", "--no-wheel")]
-subprocess.check_call([sys.executable, "-m", "pip", "install"] + ARGS)
-'''
+# ansible-test bootstraps the virtualenv of each sanity test with a get-pip
+# script it downloads from a host this network does not reach, unless its cache
+# holds one; this stand-in installs the same pip offline.
+GET_PIP = os.path.join(ROOT, "tests", "sanity", "get_pip.py")
 
 
 class GateError(Exception):
@@ -109,17 +95,11 @@ def ansible_test_pip_version():
     return match.group(1)
 
 
-def install_get_pip_standin():
+def install_get_pip():
     version = ansible_test_pip_version()
     path = os.path.expanduser("~/.ansible/test/cache/get_pip_%s.py" % version.replace(".", "_"))
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            if not handle.readline().startswith(GET_PIP_MARKER):
-                return path  # a real get-pip script someone put there: use it
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(GET_PIP_STANDIN)
-    return path
+    shutil.copyfile(GET_PIP, path)
 
 
 def export_checkout(dest):
@@ -150,7 +130,7 @@ def export_checkout(dest):
 def run_sanity(args):
     started = time.monotonic()
     python = args.python or "%d.%d" % sys.version_info[:2]
-    install_get_pip_standin()
+    install_get_pip()
     namespace, name = galaxy_name()
     work = tempfile.mkdtemp(prefix="sanity-")
     try:
