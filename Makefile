@@ -36,7 +36,7 @@ DEMO_PUBLISH := hub-1=127.0.0.1:4222:4222 hub-2=127.0.0.1:4232:4222 hub-3=127.0.
 .PHONY: help
 help:
 	@echo "make demo      bring up the 9-host lab, converge hub and spokes and their streams, print reports"
-	@echo "make test      unit, integration and molecule tests (installs what it needs)"
+	@echo "make test      lint, unit, integration (newest and oldest ansible-core) and molecule tests (installs what it needs)"
 	@echo "make lint      ansible-lint, ansible-test sanity (newest and oldest ansible-core), Galaxy's importer, docs"
 	@echo "make unit | integration | integration-oldest | molecule | bench | sanity | sanity-oldest"
 	@echo "make build | docs | changelog | demo-down | clean"
