@@ -56,8 +56,8 @@ def report(gate, findings, defer, elapsed, tests=()):
     so that clean ones show up with zero.
     """
     blocking = [f for f in findings if not deferred(f[1], defer)]
-    for test, _path, text in findings:
-        mark = "deferred" if deferred(_path, defer) else "FAIL"
+    for test, path, text in findings:
+        mark = "deferred" if deferred(path, defer) else "FAIL"
         print("%s %s: %s" % (mark, test, text))
     counts = collections.OrderedDict((t, [0, 0]) for t in tests)
     for test, path, _text in findings:
