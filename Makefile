@@ -102,6 +102,7 @@ integration-oldest: venv-oldest $(DEBIAN_NATS)
 molecule: lab-ready
 	molecule test -s default
 	molecule test -s archive
+	molecule test -s hub-spoke
 
 .PHONY: bench
 bench: venv $(DEBIAN_NATS)
@@ -124,7 +125,7 @@ lint: lint-playbooks lint-ansible lint-changelog sanity sanity-oldest lint-docs 
 
 .PHONY: lint-playbooks
 lint-playbooks: venv
-	ansible-playbook --syntax-check -i inventories/lab playbooks/site.yml playbooks/streams.yml playbooks/report.yml
+	ansible-playbook --syntax-check -i inventories/lab playbooks/*.yml
 	@# ansible-doc renders every module with its fragments (it exits 0 even for a module it cannot find)
 	ansible-doc --json $(MODULES) | python3 -c 'import json, sys; \
 	  docs = json.load(sys.stdin); missing = [m for m in sys.argv[1:] if not (docs.get(m) or {}).get("doc")]; \
@@ -186,7 +187,7 @@ changelog: venv
 demo: lab-ready demo-project
 	$(LAB) up --lab $(DEMO_LAB) $(DEMO_HOSTS) $(addprefix --publish ,$(DEMO_PUBLISH)) >/dev/null
 	cd $(DEMO_DIR) && ansible-playbook site.yml -i edge-fleet
-	python3 lab/demo-traffic --fleet-dir $(DEMO_DIR)
+	python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB)
 	cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet
 
 .PHONY: demo-project

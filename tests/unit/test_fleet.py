@@ -113,3 +113,16 @@ def test_contexts_one_per_domain_and_sys():
     assert [(c["name"], c["url"], c["creds"]) for c in out] == [
         ("hub", "nats://h1:4222", "/c/TEST/leaf.creds"), ("spoke-1", "nats://s1:4222", "/c/TEST/leaf.creds"),
         ("sys", "nats://h1:4222", "/c/SYS/sys.creds"), ("importer", "nats://h1:4222", "/c/IMP/i.creds")]
+
+
+@pytest.mark.parametrize("inventory", ["lab", "edge-fleet"])
+def test_example_inventories_pass_the_checks(inventory):
+    base = os.path.join(ROOT, "inventories", inventory, "group_vars")
+    fleet = {}
+    for path in sorted(glob.glob(base + "/all/*.yml")):
+        fleet.update(yaml.safe_load(open(path)) or {})
+    _fleet.check(fleet["nats_accounts"], fleet["nats_exports"])
+    for path in sorted(glob.glob(base + "/*.yml")):
+        site = yaml.safe_load(open(path)) or {}
+        if site.get("nats_streams") or site.get("nats_consumers"):
+            _fleet.check(fleet["nats_accounts"], None, site.get("nats_streams"), site.get("nats_consumers"))
