@@ -32,7 +32,7 @@ def _filter(func):
 def nats_fleet_check(fleet, where=""):
     fleet = dict(fleet or {})
     return _fleet.check(fleet.get("accounts"), fleet.get("exports"), fleet.get("streams"), fleet.get("consumers"),
-                        where=where)
+                        where=where, kv_buckets=fleet.get("kv_buckets"))
 
 
 @_filter
@@ -61,8 +61,8 @@ def nats_fleet_push_targets(domain_map, via="site", hub_domain=""):
 
 
 @_filter
-def nats_fleet_stream_batches(streams, default_account, creds_dir, admins, where=""):
-    return _fleet.stream_batches(streams, default_account, creds_dir, admins, where)
+def nats_fleet_stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream"):
+    return _fleet.stream_batches(streams, default_account, creds_dir, admins, where, kind)
 
 
 @_filter

@@ -21,10 +21,11 @@ FLEET_KEYS = {
     "export": set(),
     "stream": {"account"},
     "consumer": {"account"},
+    "kv": {"account"},
 }
 
 _MODULES = {"account": "nsc_account", "user": "nsc_user", "export": "nsc_export",
-            "stream": "a jetstream_stream item", "consumer": "jetstream_consumer"}
+            "stream": "a jetstream_stream item", "consumer": "jetstream_consumer", "kv": "a jetstream_kv item"}
 
 _NOT_ITEM = {"store_dir", "keys_dir", "operator", "lock_timeout", "servers", "creds", "nkey_seed", "user",
              "password", "token", "tls_ca", "tls_cert", "tls_key", "timeout", "domain", "api_prefix", "push",
@@ -38,7 +39,8 @@ class FleetError(ValueError):
 def _specs():
     # imported late: the modules' specs are the one definition of what an item takes
     from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream
-    from ansible_collections.nats_edge.fleet.plugins.modules import jetstream_consumer, nsc_account, nsc_export, nsc_user
+    from ansible_collections.nats_edge.fleet.plugins.modules import (
+        jetstream_consumer, jetstream_kv, nsc_account, nsc_export, nsc_user)
     stream_item = _js_stream.module_argspec()["streams"]["options"]
     return {
         "account": nsc_account.ARGUMENT_SPEC,
@@ -46,6 +48,7 @@ def _specs():
         "export": nsc_export.ARGUMENT_SPEC,
         "stream": stream_item,
         "consumer": jetstream_consumer.ARGUMENT_SPEC,
+        "kv": jetstream_kv.ITEM,
     }
 
 
@@ -84,10 +87,11 @@ def _label(kind, item, index):
         share = item["share_stream"] or {}
         name = "share of %s from %s to %s" % (share.get("stream"), share.get("from_account"), share.get("to_account"))
     return "%s[%d]%s" % ({"account": "nats_accounts", "export": "nats_exports", "stream": "nats_streams",
-                          "consumer": "nats_consumers"}[kind], index, " (%s)" % name if name else "")
+                          "consumer": "nats_consumers", "kv": "nats_kv_buckets"}[kind], index,
+                         " (%s)" % name if name else "")
 
 
-def check(accounts=None, exports=None, streams=None, consumers=None, where=""):
+def check(accounts=None, exports=None, streams=None, consumers=None, where="", kv_buckets=None):
     """Every item against the option spec of the module that converges it.
 
     Returns the number of items checked; raises FleetError naming the list,
@@ -111,11 +115,11 @@ def check(accounts=None, exports=None, streams=None, consumers=None, where=""):
         if admin and admin not in [u.get("name") for u in users]:
             raise FleetError("%s%s.admin_user: %r is not one of the account's users" % (where, label, admin))
         count += 1 + len(users)
-    for kind, items in (("export", exports), ("stream", streams), ("consumer", consumers)):
+    for kind, items in (("export", exports), ("stream", streams), ("consumer", consumers), ("kv", kv_buckets)):
         for i, item in enumerate(items or []):
             _validate(kind, where + _label(kind, item, i), item, specs[kind])
             account = item.get("account")
-            if kind in ("stream", "consumer") and account and names and account not in names:
+            if kind in ("stream", "consumer", "kv") and account and names and account not in names:
                 raise FleetError("%s%s.account: %r is not in nats_accounts" % (where, _label(kind, item, i), account))
             count += 1
     return count
@@ -218,8 +222,8 @@ def push_targets(domain_map, via="site", hub_domain=""):
             for domain, entry in sorted(domain_map.items()) if entry["urls"]]
 
 
-def stream_batches(streams, default_account, creds_dir, admins, where=""):
-    """The domain's streams per account: [{account, creds, origins, copies}].
+def stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream"):
+    """The domain's streams (or KV buckets) per account: [{account, creds, origins, copies}].
 
     Origins (streams that copy from nowhere) are converged in a first pass on
     every domain, so mirrors and sources find what they copy."""
@@ -227,14 +231,14 @@ def stream_batches(streams, default_account, creds_dir, admins, where=""):
     for i, stream in enumerate(streams or []):
         account = stream.get("account") or default_account
         if not account:
-            raise FleetError("%s%s: no account (set nats_fleet_default_account or the stream's account)"
-                             % (where, _label("stream", stream, i)))
+            raise FleetError("%s%s: no account (set nats_fleet_default_account or the item's account)"
+                             % (where, _label(kind, stream, i)))
         if account not in admins:
             raise FleetError("%s%s.account: account %r has no user to converge its streams with"
-                             % (where, _label("stream", stream, i), account))
+                             % (where, _label(kind, stream, i), account))
         batch = batches.setdefault(account, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
                                              "origins": [], "copies": []})
-        item = module_args(stream, "stream")
+        item = module_args(stream, kind)
         batch["copies" if item.get("mirror") or item.get("sources") else "origins"].append(item)
     return list(batches.values())
 
