@@ -130,8 +130,11 @@ def test_cross_region_placement_and_the_replication_chain(fleet):
     assert [e["action"] for e in converged["streams"]] == ["create"] * len(streams)
 
     # every replica on a server with the placement's tags, no two in one zone
-    infos = wait_for(lambda: (lambda i: i if all((i[s["name"]].get("cluster") or {}).get("leader") for s in streams)
-                              else None)(stream_infos(env)), "stream leaders")
+    def led():
+        infos = stream_infos(env)
+        return infos if all((infos[s["name"]].get("cluster") or {}).get("leader") for s in streams) else None
+
+    infos = wait_for(led, "stream leaders")
     for item in streams:
         placed = replica_servers(infos[item["name"]])
         assert len(placed) == item["replicas"], (item["name"], placed)

@@ -14,7 +14,8 @@ SERVERS = jp.from_inventory([dict(name=n, cluster="xr", tags=t) for n, t in sort
 WHERE = "in domain 'xr'"
 
 
-def check(replicas, tags=None, cluster=None, unique="az:", servers=SERVERS):
+def check(replicas, tags=None, cluster=None, unique="az:", servers=None):
+    servers = SERVERS if servers is None else servers
     placement = dict((k, v) for k, v in (("tags", tags), ("cluster", cluster)) if v)
     return jp.check("S", WHERE, {"num_replicas": replicas, "placement": placement or None}, servers, unique, "test")
 
