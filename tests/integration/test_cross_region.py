@@ -238,3 +238,19 @@ def read_all(env, stream):
     with NatsClient(env["conn"]) as client:
         found = client.read_stream("$JS.API", stream, ">")
     return [(subject, data) for subject, _headers, data, _seq in found]
+
+
+def test_the_example_is_an_inventory_ansible_reads_as_the_test_does():
+    """What ansible-inventory makes of the example is what the test above runs."""
+    import subprocess
+    import sys
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-inventory"), "-i", EXAMPLE, "--list"],
+                          capture_output=True, text=True, check=True)
+    inventory = json.loads(proc.stdout)
+    servers, cluster, streams = load_example()
+    hostvars = inventory["_meta"]["hostvars"]
+    assert sorted(h.split(".")[0] for h in hostvars) == sorted(servers)
+    for host, variables in hostvars.items():
+        assert variables["nats_server_server_tags"] == servers[host.split(".")[0]]
+        assert variables["nats_server_jetstream_unique_tag"] == cluster["nats_server_jetstream_unique_tag"] == "az:"
+        assert variables["nats_server_jetstream_domain"] == "xr" and variables["nats_streams"] == streams
