@@ -220,6 +220,11 @@ def test_cross_region_placement_and_the_replication_chain(fleet):
         assert any(re.match(r'"[^"/]+/%s" -> "[^"/]+/%s" \[label="%s"' % (origin, receiver, kind), e)
                    for e in edges), (origin, receiver, info["dot"])
     assert len(edges) == 3, info["dot"]
+    # the nodes say where the replicas live: ARCHIVE on its three region-1 servers, leader first
+    archive_node = next(line for line in info["dot"].splitlines() if '/ARCHIVE" [label=' in line)
+    held = replica_servers(stream_infos(env)["ARCHIVE"])
+    assert 'label="ARCHIVE\\nR3 file, tags rg:1\\n' in archive_node, archive_node
+    assert sorted(re.findall(r"nats-1[abc]", archive_node)) == held, (archive_node, held)
     rows = dict((r["name"], r) for r in info["streams"])
     assert rows["ARCHIVE"]["replicas"] == 3 and rows["REPORT"]["replicas"] == 1 and rows["REPORT"]["mirror"] == \
         "ARCHIVE" and sorted(rows["ARCHIVE"]["sources"]) == ["ORDERS", "RETURNS"]
