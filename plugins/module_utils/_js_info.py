@@ -294,8 +294,8 @@ def _node_label(row):
     where = ", ".join(where)
     lines = [row["name"], "R%d %s%s" % (row.get("replicas") or 1, row.get("storage") or "file",
                                         ", %s" % where if where else "")]
-    servers = ([row["leader"] + " (leader)"] if row.get("leader") else []) + [p["name"] for p in row.get("peers") or []
-                                                                             if p.get("name")]
+    servers = [row["leader"] + " (leader)"] if row.get("leader") else []
+    servers += [peer["name"] for peer in row.get("peers") or [] if peer.get("name")]
     if servers:
         lines.append(", ".join(servers))
     return "\n".join(lines)
