@@ -96,7 +96,7 @@ def distinct_free_ports(count):
     import socket
     held = []
     try:
-        for _ in range(count):
+        for _number in range(count):
             sock = socket.socket()
             sock.bind(("127.0.0.1", 0))
             held.append(sock)
