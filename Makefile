@@ -26,6 +26,7 @@ TARBALL := $(ROOT)/build/nats_edge-fleet-$(VERSION).tar.gz
 DOCS_BUILD := $(ROOT)/build/docs
 
 DEMO_LAB := demo
+DEMO_DIR := $(ROOT)/.lab
 DEMO_HOSTS := hub-1:hub hub-2:hub hub-3:hub \
 	spoke1-1:spoke1 spoke1-2:spoke1 spoke1-3:spoke1 \
 	spoke2-1:spoke2 spoke2-2:spoke2 spoke2-3:spoke2
@@ -101,6 +102,7 @@ integration-oldest: venv-oldest $(DEBIAN_NATS)
 molecule: lab-ready
 	molecule test -s default
 	molecule test -s archive
+	molecule test -s hub-spoke
 
 .PHONY: bench
 bench: venv $(DEBIAN_NATS)
@@ -123,7 +125,7 @@ lint: lint-playbooks lint-ansible lint-changelog sanity sanity-oldest lint-docs 
 
 .PHONY: lint-playbooks
 lint-playbooks: venv
-	ansible-playbook --syntax-check -i inventories/lab playbooks/site.yml playbooks/streams.yml playbooks/report.yml
+	ansible-playbook --syntax-check -i inventories/lab playbooks/*.yml
 	@# ansible-doc renders every module with its fragments (it exits 0 even for a module it cannot find)
 	ansible-doc --json $(MODULES) | python3 -c 'import json, sys; \
 	  docs = json.load(sys.stdin); missing = [m for m in sys.argv[1:] if not (docs.get(m) or {}).get("doc")]; \
@@ -179,13 +181,21 @@ changelog: venv
 # --- the demo ----------------------------------------------------------------
 
 .PHONY: demo
-demo: lab-ready
+# A user project in .lab (site.yml importing nats_edge.fleet.site, the inventory
+# directory edge-fleet), run exactly as a user runs it; the fleet's store, creds
+# and nats CLI contexts land in .lab too.
+demo: lab-ready demo-project
 	$(LAB) up --lab $(DEMO_LAB) $(DEMO_HOSTS) $(addprefix --publish ,$(DEMO_PUBLISH)) >/dev/null
-	ansible-playbook -i inventories/lab playbooks/site.yml
-	ansible-playbook -i inventories/lab playbooks/streams.yml
-	python3 lab/demo-traffic
-	ansible-playbook -i inventories/lab playbooks/streams.yml
-	ansible-playbook -i inventories/lab playbooks/report.yml
+	cd $(DEMO_DIR) && ansible-playbook site.yml -i edge-fleet
+	python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB)
+	cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet
+
+.PHONY: demo-project
+demo-project:
+	mkdir -p $(DEMO_DIR) && chmod 700 $(DEMO_DIR)
+	printf -- '---\n- name: The fleet\n  ansible.builtin.import_playbook: nats_edge.fleet.site\n' > $(DEMO_DIR)/site.yml
+	rm -rf $(DEMO_DIR)/edge-fleet && cp -r inventories/lab $(DEMO_DIR)/edge-fleet
+	printf -- '---\nnats_fleet_dir: %s\n' $(DEMO_DIR) > $(DEMO_DIR)/edge-fleet/group_vars/all/lab.yml
 
 .PHONY: demo-down
 demo-down:

@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters behind the fleet play (``nats_edge.fleet.site``): the inventory's
+fleet data checked up front and planned per stage.
+
+Each filter is a thin wrapper over ``plugin_utils._fleet`` that turns its
+``FleetError`` into an ``AnsibleFilterError`` naming the item and the field.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _fleet
+
+
+def _filter(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except _fleet.FleetError as exc:
+            raise AnsibleFilterError("nats fleet: %s" % exc)
+
+    return wrapper
+
+
+@_filter
+def nats_fleet_check(fleet, where=""):
+    fleet = dict(fleet or {})
+    return _fleet.check(fleet.get("accounts"), fleet.get("exports"), fleet.get("streams"), fleet.get("consumers"),
+                        where=where, kv_buckets=fleet.get("kv_buckets"))
+
+
+@_filter
+def nats_fleet_users(accounts):
+    return _fleet.users(accounts)
+
+
+@_filter
+def nats_fleet_admin_users(accounts):
+    return _fleet.admin_users(accounts)
+
+
+@_filter
+def nats_fleet_leaf_remotes(remotes, account_ids, system_account_id, creds_dir, system_user="sys", host=""):
+    return _fleet.leaf_remotes(remotes, account_ids, system_account_id, creds_dir, system_user, host)
+
+
+@_filter
+def nats_fleet_domains(hostvars, hosts):
+    return _fleet.domains(hostvars, hosts)
+
+
+@_filter
+def nats_fleet_push_targets(domain_map, via="site", hub_domain=""):
+    return _fleet.push_targets(domain_map, via, hub_domain)
+
+
+@_filter
+def nats_fleet_stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream"):
+    return _fleet.stream_batches(streams, default_account, creds_dir, admins, where, kind)
+
+
+@_filter
+def nats_fleet_consumers(consumers, default_account, creds_dir, admins):
+    return _fleet.consumers(consumers, default_account, creds_dir, admins)
+
+
+@_filter
+def nats_fleet_contexts(domain_map, default_account, creds_dir, admins, system_account="SYS", system_user="sys",
+                        extra=None):
+    return _fleet.contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {f.__name__: f for f in (
+            nats_fleet_check, nats_fleet_users, nats_fleet_admin_users, nats_fleet_leaf_remotes, nats_fleet_domains, nats_fleet_push_targets,
+            nats_fleet_stream_batches, nats_fleet_consumers, nats_fleet_contexts)}

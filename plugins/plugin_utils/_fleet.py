@@ -1,0 +1,277 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet's inventory data model: checked up front, then planned per stage.
+
+site.yml converges what the inventory declares (nats_accounts, nats_exports,
+nats_streams, nats_consumers) with the modules. Everything here is pure logic
+on the controller, so a mistake in any item fails before the first change.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+# Keys of an item that belong to the fleet, not to the module that converges it.
+FLEET_KEYS = {
+    "account": {"users", "admin_user"},
+    "user": set(),
+    "export": set(),
+    "stream": {"account"},
+    "consumer": {"account"},
+    "kv": {"account"},
+}
+
+_MODULES = {"account": "nsc_account", "user": "nsc_user", "export": "nsc_export",
+            "stream": "a jetstream_stream item", "consumer": "jetstream_consumer", "kv": "a jetstream_kv item"}
+
+_NOT_ITEM = {"store_dir", "keys_dir", "operator", "lock_timeout", "servers", "creds", "nkey_seed", "user",
+             "password", "token", "tls_ca", "tls_cert", "tls_key", "timeout", "domain", "api_prefix", "push",
+             "expected_servers", "streams"}
+
+
+class FleetError(ValueError):
+    """Inventory data the fleet cannot converge, worded for the user."""
+
+
+def _specs():
+    # imported late: the modules' specs are the one definition of what an item takes
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream
+    from ansible_collections.nats_edge.fleet.plugins.modules import (
+        jetstream_consumer, jetstream_kv, nsc_account, nsc_export, nsc_user)
+    stream_item = _js_stream.module_argspec()["streams"]["options"]
+    return {
+        "account": nsc_account.ARGUMENT_SPEC,
+        "user": nsc_user.ARGUMENT_SPEC,
+        "export": nsc_export.ARGUMENT_SPEC,
+        "stream": stream_item,
+        "consumer": jetstream_consumer.ARGUMENT_SPEC,
+        "kv": jetstream_kv.ITEM,
+    }
+
+
+def _item_spec(spec, kind):
+    item = {k: v for k, v in spec.items() if k not in _NOT_ITEM}
+    if kind == "user":
+        item.pop("account", None)  # the account the user is listed under
+    return item
+
+
+def _validate(kind, where, item, spec):
+    if not isinstance(item, dict):
+        raise FleetError("%s: expected a mapping, got %r" % (where, item))
+    params = {k: copy.deepcopy(v) for k, v in item.items() if k not in FLEET_KEYS[kind]}
+    item_spec = _item_spec(spec, kind)
+    result = ArgumentSpecValidator(item_spec).validate(params)
+    unknown = sorted(set(params) - set(item_spec) - {a for v in item_spec.values() for a in v.get("aliases", [])})
+    if unknown:
+        raise FleetError("%s: unknown option%s %s; %s takes %s" % (
+            where, "s" if len(unknown) > 1 else "", ", ".join(unknown), _MODULES[kind],
+            ", ".join(sorted(item_spec) + sorted(FLEET_KEYS[kind]))))
+    if result.error_messages:
+        raise FleetError("%s: %s" % (where, "; ".join(result.error_messages)))
+    if kind == "stream":
+        from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream
+        try:
+            _js_stream.desired_items({"streams": [result.validated_parameters], "state": "present",
+                                      "on_immutable_change": "fail", "allow_data_loss": False})
+        except _js_stream.StreamError as exc:
+            raise FleetError("%s: %s" % (where, exc))
+
+
+def _label(kind, item, index):
+    name = item.get("name") if isinstance(item, dict) else None
+    if kind == "export" and isinstance(item, dict) and item.get("share_stream"):
+        share = item["share_stream"] or {}
+        name = "share of %s from %s to %s" % (share.get("stream"), share.get("from_account"), share.get("to_account"))
+    return "%s[%d]%s" % ({"account": "nats_accounts", "export": "nats_exports", "stream": "nats_streams",
+                          "consumer": "nats_consumers", "kv": "nats_kv_buckets"}[kind], index,
+                         " (%s)" % name if name else "")
+
+
+def check(accounts=None, exports=None, streams=None, consumers=None, where="", kv_buckets=None):
+    """Every item against the option spec of the module that converges it.
+
+    Returns the number of items checked; raises FleetError naming the list,
+    the item and the field."""
+    specs = _specs()
+    count = 0
+    names = set()
+    for i, account in enumerate(accounts or []):
+        label = _label("account", account, i)
+        _validate("account", where + label, account, specs["account"])
+        if account["name"] in names:
+            raise FleetError("%s%s: account %r is declared twice" % (where, label, account["name"]))
+        names.add(account["name"])
+        users = account.get("users") or []
+        if not isinstance(users, list):
+            raise FleetError("%s%s.users: expected a list of users" % (where, label))
+        for j, user in enumerate(users):
+            _validate("user", "%s%s.users[%d]%s" % (where, label, j, " (%s)" % user.get("name") if isinstance(
+                user, dict) and user.get("name") else ""), user, specs["user"])
+        admin = account.get("admin_user")
+        if admin and admin not in [u.get("name") for u in users]:
+            raise FleetError("%s%s.admin_user: %r is not one of the account's users" % (where, label, admin))
+        count += 1 + len(users)
+    for kind, items in (("export", exports), ("stream", streams), ("consumer", consumers), ("kv", kv_buckets)):
+        for i, item in enumerate(items or []):
+            _validate(kind, where + _label(kind, item, i), item, specs[kind])
+            account = item.get("account")
+            if kind in ("stream", "consumer", "kv") and account and names and account not in names:
+                raise FleetError("%s%s.account: %r is not in nats_accounts" % (where, _label(kind, item, i), account))
+            count += 1
+    return count
+
+
+def module_args(item, kind):
+    """An item without the fleet's own keys: what its module takes."""
+    return {k: v for k, v in item.items() if k not in FLEET_KEYS[kind]}
+
+
+def admin_users(accounts):
+    """{account: the user whose creds converge its streams} (admin_user, else the first user)."""
+    out = {}
+    for account in accounts or []:
+        users = [u["name"] for u in account.get("users") or []]
+        if account.get("admin_user") or users:
+            out[account["name"]] = account.get("admin_user") or users[0]
+    return out
+
+
+def creds_path(creds_dir, account, user):
+    return "%s/%s/%s.creds" % (str(creds_dir).rstrip("/"), account, user)
+
+
+def users(accounts):
+    """Every user of every account, flattened, each with its account."""
+    return [dict(user, account=account["name"]) for account in accounts or [] for user in account.get("users") or []]
+
+
+def _is_key(value, prefix):
+    return isinstance(value, str) and len(value) == 56 and value.startswith(prefix) and value.isalnum()
+
+
+def leaf_remotes(remotes, account_ids, system_account_id, creds_dir, system_user="sys", host=""):
+    """Leaf remotes that name accounts, with public keys and creds from the store.
+
+    ``{hub_group: hub, account: TEST, user: leaf}`` becomes a remote bound to
+    TEST's key, authenticated with ``<creds_dir>/TEST/leaf.creds``.
+    ``system_account: true`` binds the system account (its user defaults to
+    ``system_user``)."""
+    out = []
+    names = {key: name for name, key in (account_ids or {}).items()}
+    for i, remote in enumerate(remotes or []):
+        where = "%snats_server_leafnode_remotes[%d]" % ("%s: " % host if host else "", i)
+        if not isinstance(remote, dict):
+            raise FleetError("%s: expected a mapping, got %r" % (where, remote))
+        remote = dict(remote)
+        user = remote.pop("user", None)
+        account = remote.get("account")
+        if remote.get("system_account") and not account:
+            account = names.get(system_account_id) or system_account_id
+            user = user or system_user
+        if account and not _is_key(account, "A"):
+            if account not in (account_ids or {}):
+                raise FleetError("%s.account: no account %r in the store (known: %s)" % (
+                    where, account, ", ".join(sorted(account_ids or {})) or "none"))
+            name, remote["account"] = account, account_ids[account]
+        else:
+            name = names.get(account, account)
+            if account:
+                remote["account"] = account
+        if user:
+            if not name:
+                raise FleetError("%s.user: a user needs the account it belongs to" % where)
+            if remote.get("credentials") or remote.get("credentials_src"):
+                raise FleetError("%s: give either user or credentials/credentials_src" % where)
+            remote["credentials_src"] = creds_path(creds_dir, name, user)
+        out.append(remote)
+    return out
+
+
+def domains(hostvars, hosts):
+    """{domain: {"hosts": [...], "urls": [...], "leader": first host}}, in play order."""
+    out = {}
+    for host in hosts:
+        hv = hostvars[host]
+        domain = hv.get("nats_server_jetstream_domain") or ""
+        entry = out.setdefault(domain, {"hosts": [], "urls": [], "leader": host})
+        entry["hosts"].append(host)
+        url = hv.get("_nats_fleet_url")
+        if url:
+            entry["urls"].append(url)
+    return out
+
+
+def push_targets(domain_map, via="site", hub_domain=""):
+    """Where the push stage sends account JWTs: [{domain, urls, expected}].
+
+    ``site``: every domain's own servers, each confirming; ``hub``: the hub's
+    servers, and every server of the fleet confirms (the system account is bound
+    on the leaf links)."""
+    if via not in ("site", "hub"):
+        raise FleetError("nats_fleet_push_via: expected site or hub, got %r" % (via,))
+    if via == "hub":
+        if hub_domain not in domain_map:
+            raise FleetError("nats_fleet_push_via=hub: no host of domain %r in the play" % (hub_domain,))
+        return [{"domain": hub_domain, "urls": domain_map[hub_domain]["urls"],
+                 "expected": sum(len(entry["hosts"]) for entry in domain_map.values())}]
+    return [{"domain": domain, "urls": entry["urls"], "expected": len(entry["hosts"])}
+            for domain, entry in sorted(domain_map.items()) if entry["urls"]]
+
+
+def stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream"):
+    """The domain's streams (or KV buckets) per account: [{account, creds, origins, copies}].
+
+    Origins (streams that copy from nowhere) are converged in a first pass on
+    every domain, so mirrors and sources find what they copy."""
+    batches = {}
+    for i, stream in enumerate(streams or []):
+        account = stream.get("account") or default_account
+        if not account:
+            raise FleetError("%s%s: no account (set nats_fleet_default_account or the item's account)"
+                             % (where, _label(kind, stream, i)))
+        if account not in admins:
+            raise FleetError("%s%s.account: account %r has no user to converge its streams with"
+                             % (where, _label(kind, stream, i), account))
+        batch = batches.setdefault(account, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
+                                             "origins": [], "copies": []})
+        item = module_args(stream, kind)
+        batch["copies" if item.get("mirror") or item.get("sources") else "origins"].append(item)
+    return list(batches.values())
+
+
+def consumers(items, default_account, creds_dir, admins):
+    """Consumers with the creds of their account: [{args, creds, account}]."""
+    out = []
+    for item in items or []:
+        account = item.get("account") or default_account
+        out.append({"account": account, "creds": creds_path(creds_dir, account, admins.get(account, "")),
+                    "args": module_args(item, "consumer")})
+    return out
+
+
+def contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra=None):
+    """nats CLI contexts: one per domain (its servers, the default account's admin user), ``sys``,
+    and any declared in ``extra`` ({name, domain, account, user, description})."""
+    out = []
+    for domain, entry in sorted(domain_map.items()):
+        if not domain or not entry["urls"] or default_account not in admins:
+            continue
+        out.append({"name": domain, "description": "JetStream domain %s as %s/%s" % (
+            domain, default_account, admins[default_account]), "url": ",".join(entry["urls"]),
+            "creds": creds_path(creds_dir, default_account, admins[default_account])})
+    all_urls = [url for _d, entry in sorted(domain_map.items()) for url in entry["urls"]]
+    hub = next((entry for _d, entry in sorted(domain_map.items()) if entry["urls"]), None)
+    if hub:
+        out.append({"name": "sys", "description": "system account %s/%s" % (system_account, system_user),
+                    "url": ",".join(hub["urls"]), "creds": creds_path(creds_dir, system_account, system_user)})
+    for item in extra or []:
+        entry = domain_map.get(item.get("domain") or "") or {}
+        account = item.get("account") or default_account
+        user = item.get("user") or admins.get(account)
+        out.append({"name": item["name"], "description": item.get("description") or "%s/%s" % (account, user),
+                    "url": ",".join(entry.get("urls") or all_urls), "creds": creds_path(creds_dir, account, user)})
+    return out

@@ -1,0 +1,128 @@
+"""The fleet play's data model: items checked against their modules' options,
+leaf remotes resolved from names, and the per-domain plans; and the lab
+inventory, which must pass the same checks."""
+
+import glob
+import re
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _fleet
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KEY = "A" + "B" * 55
+SYS = "A" + "C" * 55
+
+
+@pytest.mark.parametrize("fleet, message", [
+    ({"accounts": [{"name": "A", "jetstrem": {}}]}, "nats_accounts[0] (A): unknown option jetstrem; nsc_account takes"),
+    ({"accounts": [{"name": "A", "users": [{"name": "u", "permissions": {"pub": {"alow": ["x"]}}}]}]},
+     "nats_accounts[0] (A).users[0] (u)"),
+    ({"accounts": [{"name": "A", "users": [{"name": "u"}], "admin_user": "v"}]}, "admin_user: 'v'"),
+    ({"accounts": [{"name": "A"}, {"name": "A"}]}, "declared twice"),
+    ({"exports": [{"account": "A", "name": "x", "subject": "x", "type": "strem"}]}, "nats_exports[0] (x)"),
+    ({"streams": [{"name": "s", "replicas": "three"}]}, "nats_streams[0] (s)"),
+    ({"streams": [{"name": "s", "max_age": "forever"}]}, "nats_streams[0] (s)"),
+    ({"accounts": [{"name": "A"}], "streams": [{"name": "s", "account": "B"}]}, "'B' is not in nats_accounts"),
+    ({"consumers": [{"stream": "s", "name": "c", "ack_policy": "sometimes"}]}, "nats_consumers[0] (c)"),
+])
+def test_check_names_the_item_and_the_field(fleet, message):
+    with pytest.raises(_fleet.FleetError, match=re.escape(message)):
+        _fleet.check(fleet.get("accounts"), fleet.get("exports"), fleet.get("streams"), fleet.get("consumers"))
+
+
+def test_check_accepts_the_fleet_keys():
+    assert _fleet.check([{"name": "A", "jetstream": {}, "users": [{"name": "u"}], "admin_user": "u"}], [],
+                        [{"name": "s", "account": "A", "subjects": ["s"]}],
+                        [{"stream": "s", "name": "c", "account": "A"}]) == 4
+
+
+def lab_vars():
+    base = os.path.join(ROOT, "inventories/lab/group_vars")
+    merged = {}
+    for path in sorted(glob.glob(base + "/all/*.yml")):
+        merged.update(yaml.safe_load(open(path)))
+    return base, merged
+
+
+def test_the_lab_inventory_passes_the_checks():
+    base, fleet = lab_vars()
+    _fleet.check(fleet["nats_accounts"], fleet["nats_exports"])
+    admins = _fleet.admin_users(fleet["nats_accounts"])
+    for group in ("hub", "spoke1", "spoke2"):
+        site = yaml.safe_load(open(os.path.join(base, group + ".yml")))
+        _fleet.check(fleet["nats_accounts"], None, site.get("nats_streams"), site.get("nats_consumers"))
+        batches = _fleet.stream_batches(site["nats_streams"], fleet["nats_fleet_default_account"], "/c", admins)
+        assert all(b["creds"] == "/c/%s/%s.creds" % (b["account"], admins[b["account"]]) for b in batches)
+
+
+def test_leaf_remotes_resolve_names_to_keys_and_creds():
+    out = _fleet.leaf_remotes(
+        [{"hub_group": "hub", "system_account": True}, {"hub_group": "hub", "account": "TEST", "user": "leaf"},
+         {"hub_group": "hub", "account": KEY, "credentials": "/etc/x.creds"}],
+        {"TEST": KEY, "SYS": SYS}, SYS, "/fleet/creds")
+    assert out[0] == {"hub_group": "hub", "system_account": True, "account": SYS,
+                      "credentials_src": "/fleet/creds/SYS/sys.creds"}
+    assert out[1] == {"hub_group": "hub", "account": KEY, "credentials_src": "/fleet/creds/TEST/leaf.creds"}
+    assert out[2] == {"hub_group": "hub", "account": KEY, "credentials": "/etc/x.creds"}
+    # resolved remotes resolve to themselves (the servers stage may run twice in a play)
+    assert _fleet.leaf_remotes(out, {"TEST": KEY, "SYS": SYS}, SYS, "/fleet/creds") == out
+
+
+@pytest.mark.parametrize("remote, message", [
+    ({"account": "NOPE", "user": "u"}, r"spoke1: nats_server_leafnode_remotes\[0\].account: no account 'NOPE'"),
+    ({"account": "TEST", "user": "u", "credentials_src": "x"}, "either user or credentials"),
+    ({"user": "u"}, "needs the account"),
+])
+def test_leaf_remote_errors(remote, message):
+    with pytest.raises(_fleet.FleetError, match=message):
+        _fleet.leaf_remotes([remote], {"TEST": KEY}, SYS, "/c", host="spoke1")
+
+
+def test_domains_and_push_targets():
+    hostvars = {h: {"nats_server_jetstream_domain": d, "_nats_fleet_url": "nats://%s:4222" % h}
+                for h, d in (("h1", "hub"), ("h2", "hub"), ("s1", "spoke-1"))}
+    domains = _fleet.domains(hostvars, ["h1", "h2", "s1"])
+    assert domains["hub"] == {"hosts": ["h1", "h2"], "urls": ["nats://h1:4222", "nats://h2:4222"], "leader": "h1"}
+    assert _fleet.push_targets(domains, "hub", "hub") == [
+        {"domain": "hub", "urls": ["nats://h1:4222", "nats://h2:4222"], "expected": 3}]
+    assert [t["expected"] for t in _fleet.push_targets(domains, "site")] == [2, 1]
+    with pytest.raises(_fleet.FleetError, match="site or hub"):
+        _fleet.push_targets(domains, "everywhere")
+
+
+def test_stream_batches_put_origins_before_copies():
+    batches = _fleet.stream_batches(
+        [{"name": "cnc", "subjects": ["cnc"]}, {"name": "agg", "sources": [{"name": "test", "domain": "s"}]},
+         {"name": "x", "account": "IMP", "mirror": {"name": "agg"}}], "TEST", "/c", {"TEST": "leaf", "IMP": "i"})
+    assert batches == [
+        {"account": "TEST", "creds": "/c/TEST/leaf.creds", "origins": [{"name": "cnc", "subjects": ["cnc"]}],
+         "copies": [{"name": "agg", "sources": [{"name": "test", "domain": "s"}]}]},
+        {"account": "IMP", "creds": "/c/IMP/i.creds", "origins": [], "copies": [{"name": "x", "mirror": {"name": "agg"}}]}]
+    with pytest.raises(_fleet.FleetError, match="no user to converge"):
+        _fleet.stream_batches([{"name": "s", "account": "NOUSERS"}], "TEST", "/c", {})
+
+
+def test_contexts_one_per_domain_and_sys():
+    domains = {"hub": {"hosts": ["h1"], "urls": ["nats://h1:4222"], "leader": "h1"},
+               "spoke-1": {"hosts": ["s1"], "urls": ["nats://s1:4222"], "leader": "s1"}}
+    out = _fleet.contexts(domains, "TEST", "/c", {"TEST": "leaf", "SYS": "sys"}, "SYS", "sys",
+                          [{"name": "importer", "domain": "hub", "account": "IMP", "user": "i"}])
+    assert [(c["name"], c["url"], c["creds"]) for c in out] == [
+        ("hub", "nats://h1:4222", "/c/TEST/leaf.creds"), ("spoke-1", "nats://s1:4222", "/c/TEST/leaf.creds"),
+        ("sys", "nats://h1:4222", "/c/SYS/sys.creds"), ("importer", "nats://h1:4222", "/c/IMP/i.creds")]
+
+
+@pytest.mark.parametrize("inventory", ["lab", "edge-fleet"])
+def test_example_inventories_pass_the_checks(inventory):
+    base = os.path.join(ROOT, "inventories", inventory, "group_vars")
+    fleet = {}
+    for path in sorted(glob.glob(base + "/all/*.yml")):
+        fleet.update(yaml.safe_load(open(path)) or {})
+    _fleet.check(fleet["nats_accounts"], fleet["nats_exports"])
+    for path in sorted(glob.glob(base + "/*.yml")):
+        site = yaml.safe_load(open(path)) or {}
+        if site.get("nats_streams") or site.get("nats_consumers"):
+            _fleet.check(fleet["nats_accounts"], None, site.get("nats_streams"), site.get("nats_consumers"))
