@@ -275,7 +275,30 @@ def render_report(streams, replication, domains):
 
 
 def _quote(text):
-    return '"%s"' % str(text).replace("\\", "\\\\").replace('"', '\\"')
+    return '"%s"' % str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _node_label(row):
+    """The stream's name; for a replicated or placed stream also its replicas, placement and the
+    servers that hold them (leader first), which is what a cross-region graph is read for."""
+    if not row:
+        return None
+    placement = row.get("placement") or {}
+    if (row.get("replicas") or 1) < 2 and not placement:
+        return row["name"]
+    where = []
+    if placement.get("tags"):
+        where.append("tags %s" % " ".join(placement["tags"]))
+    if placement.get("cluster"):
+        where.append("cluster %s" % placement["cluster"])
+    where = ", ".join(where)
+    lines = [row["name"], "R%d %s%s" % (row.get("replicas") or 1, row.get("storage") or "file",
+                                        ", %s" % where if where else "")]
+    servers = [row["leader"] + " (leader)"] if row.get("leader") else []
+    servers += [peer["name"] for peer in row.get("peers") or [] if peer.get("name")]
+    if servers:
+        lines.append(", ".join(servers))
+    return "\n".join(lines)
 
 
 def _cluster_label(domain):
@@ -287,7 +310,7 @@ def _cluster_label(domain):
 def render_dot(streams, replication):
     """The replication graph: a cluster per domain, an edge from each origin to the stream it feeds."""
     nodes = {}
-    known = set((s["domain"], s["name"]) for s in streams)
+    known = dict(((s["domain"], s["name"]), s) for s in streams)
     for row in replication:
         nodes.setdefault(row["domain"], set()).add(row["stream"])
         nodes.setdefault(row["source_domain"], set()).add(row["source"])
@@ -300,7 +323,8 @@ def render_dot(streams, replication):
         lines.append("    label=%s;" % _quote(_cluster_label(domain)))
         for name in sorted(nodes[domain]):
             style = "" if (domain, name) in known else ", style=dashed"
-            lines.append("    %s [label=%s%s];" % (_quote("%s/%s" % (domain, name)), _quote(name), style))
+            lines.append("    %s [label=%s%s];" % (_quote("%s/%s" % (domain, name)), _quote(
+                _node_label(known.get((domain, name))) or name), style))
         lines.append("  }")
     for row in sorted(replication, key=_key):
         label = row["kind"]

@@ -85,6 +85,15 @@ STREAM_OPTIONS = dict(
 
 CONTROL_OPTIONS = ("state", "on_immutable_change", "allow_data_loss")
 
+# what placements are checked against before anything is sent (see _js_placement)
+PLACEMENT_CHECK_OPTIONS = dict(
+    placement_servers=dict(type="list", elements="dict", options=dict(
+        name=dict(type="str", required=True), cluster=dict(type="str"),
+        tags=dict(type="list", elements="str", default=[]), jetstream=dict(type="bool", default=True))),
+    unique_tag=dict(type="str"),
+    system_creds=dict(type="path"),
+)
+
 
 def module_argspec():
     """The module's options: the single form at the top level, the bulk form in ``streams``."""
@@ -103,6 +112,7 @@ def module_argspec():
         streams=dict(type="list", elements="dict", options=item),
     )
     spec.update(copy.deepcopy(STREAM_OPTIONS))
+    spec.update(PLACEMENT_CHECK_OPTIONS)
     return spec
 
 

@@ -9,12 +9,17 @@ collection; jetstream_stream and the modules whose resources are streams
 
 from __future__ import annotations
 
+import re
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_placement as js_placement
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JetStream, JetStreamError, NatsClientError)
+    JetStream, JetStreamError, NatsClient, NatsClientError)
 
 _ORDER = ("delete", "update", "promote", "recreate", "create")
 _ENVELOPE = ("type", "total", "offset", "limit", "did_create")
+_DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
+_AUTH = ("creds", "nkey_seed", "user", "password", "token")
 
 
 class StreamManager(object):
@@ -47,11 +52,75 @@ class StreamManager(object):
             plans.append((desired, js_stream.plan(desired, info, version, self.js.where()), info))
         for desired, plan, info in plans:
             self.results[desired.name] = self.entry(plan, info)
+        self.check_placements(client, plans)
         self.warn_missing_origins(client, plans)
         for action in _ORDER:
             for desired, plan, info in plans:
                 if plan.action == action:
                     self.apply(desired, plan)
+
+    def check_placements(self, client, plans):
+        """Refuse, before the first request that changes anything, a placement the
+        servers cannot satisfy: the server would refuse that stream only when its turn
+        comes, after the streams before it were applied."""
+        todo = [(desired, plan) for desired, plan, _info in plans
+                if (plan.action in ("create", "recreate") or set(f.split(".")[0] for f in plan.fields) & set(
+                    ("placement", "num_replicas"))) and plan.action != "delete" and js_placement.needs_check(
+                    plan.after)]
+        if not todo:
+            return
+        servers, unique_tag, source = self.placement_servers(client)
+        if servers is None:
+            self.module.warn("placement of stream%s %s not checked before sending: %s" % (
+                "s" if len(todo) > 1 else "", ", ".join(repr(d.name) for d, _p in todo), source))
+            return
+        for desired, plan in todo:
+            problem = js_placement.check(desired.name, self.js.where(), plan.after, servers, unique_tag, source)
+            if problem:
+                raise js_stream.StreamError(problem)
+
+    def placement_servers(self, client):
+        """(servers, unique tag prefix, where they come from); servers None when nothing says."""
+        params = self.module.params
+        if params.get("placement_servers") is not None:
+            try:
+                servers = js_placement.from_inventory(params["placement_servers"])
+            except js_placement.PlacementError as exc:
+                raise js_stream.StreamError(str(exc))
+            return servers, params.get("unique_tag") or "", "servers as placement_servers lists them"
+        domain = params.get("domain")
+        if not domain and params.get("api_prefix"):
+            match = _DOMAIN_API.match(params["api_prefix"].rstrip("."))
+            domain = match.group(1) if match else None  # an imported API: every server counts
+        elif not domain:
+            domain = client.connected_domain()
+        system = bool(params.get("system_creds"))
+        subject = "$SYS.REQ.SERVER.PING.VARZ" if system else "$SYS.REQ.ACCOUNT.PING.STATZ"
+        try:
+            if system:
+                sys_params = dict((k, v) for k, v in params.items() if k not in _AUTH)
+                sys_params["creds"] = params["system_creds"]
+                with NatsClient(sys_params) as sys_client:
+                    replies = sys_client.server_infos(domain, system=True)
+            else:
+                replies = client.server_infos(domain)
+        except NatsClientError as exc:
+            if system:
+                raise js_stream.StreamError("system_creds: %s" % exc)
+            return None, None, "%s: %s" % (subject, exc)
+        servers, uniques = js_placement.from_replies(replies)
+        if not servers:
+            return None, None, "no server%s answered %s" % (" of domain %r" % domain if domain else "", subject)
+        source = "the servers' tags from their %s replies" % subject.rsplit(".", 1)[-1]
+        unique_tag = params.get("unique_tag")
+        if unique_tag is None:
+            known = set(u for u in uniques if u is not None)
+            unique_tag = known.pop() if len(known) == 1 else ""
+            if unique_tag:
+                source = "the servers' tags and unique_tag from their VARZ replies"
+            elif None in uniques:
+                source += "; zones not checked: servers before 2.10 do not report unique_tag, set unique_tag"
+        return servers, unique_tag, source
 
     def warn_missing_origins(self, client, plans):
         """A mirror or source whose origin does not exist is created all the

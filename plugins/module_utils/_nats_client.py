@@ -206,12 +206,13 @@ class NatsClient(object):
         except ValueError:
             raise NatsClientError("reply on %s is not JSON: %r" % (subject, raw[:200]))
 
-    def gather(self, subject, data=b"", timeout=None, expect=None):
-        """Every reply to one request until ``expect`` replies arrived or the
-        time is up: for requests many servers answer."""
-        return self._run(self._gather(subject, data, timeout or self.timeout, expect))
+    def gather(self, subject, data=b"", timeout=None, expect=None, idle=None):
+        """Every reply to one request until ``expect`` replies arrived, no further
+        reply came ``idle`` seconds after the last one, or the time is up: for
+        requests many servers answer."""
+        return self._run(self._gather(subject, data, timeout or self.timeout, expect, idle))
 
-    async def _gather(self, subject, data, timeout, expect):
+    async def _gather(self, subject, data, timeout, expect, idle=None):
         inbox = self._nc.new_inbox()
         sub = await self._nc.subscribe(inbox)
         replies = []
@@ -220,6 +221,8 @@ class NatsClient(object):
             deadline = self._loop.time() + timeout
             while expect is None or len(replies) < expect:
                 left = deadline - self._loop.time()
+                if replies and idle:
+                    left = min(left, idle)
                 if left <= 0:
                     break
                 try:
@@ -230,6 +233,32 @@ class NatsClient(object):
         finally:
             await sub.unsubscribe()
         return replies
+
+    def server_infos(self, domain=None, system=False, idle=0.5):
+        """What every server of ``domain`` (all servers when None) says about itself:
+        the replies to ``$SYS.REQ.SERVER.PING.VARZ`` with system account credentials,
+        else to ``$SYS.REQ.ACCOUNT.PING.STATZ``, which every account may send (its
+        replies carry the servers' names, clusters, domains and tags, but not the
+        JetStream configuration). Waits ``idle`` seconds for a further reply."""
+        body = {"include_unused": True}
+        if domain is not None:
+            body.update(domain=domain, exact_match=True)
+        subject = "$SYS.REQ.SERVER.PING.VARZ" if system else "$SYS.REQ.ACCOUNT.PING.STATZ"
+        replies = []
+        for raw in self.gather(subject, json.dumps(body).encode(), idle=idle):
+            try:
+                reply = json.loads(raw.decode() or "{}")
+            except ValueError:
+                continue
+            server = reply.get("server") or {}
+            if reply.get("error") or (domain is not None and (server.get("domain") or "") != domain):
+                continue  # before 2.10 the domain filter matches substrings
+            replies.append(reply)
+        return replies
+
+    def connected_domain(self):
+        """JetStream domain of the server this connection is on ("" for none)."""
+        return (getattr(self._nc, "_server_info", None) or {}).get("domain") or ""
 
     def publish(self, subject, data=b"", headers=None):
         self._run(self._nc.publish(subject, data, headers=headers))

@@ -222,7 +222,10 @@ report:
   type: list
   elements: str
 dot:
-  description: The replication graph in Graphviz dot; one cluster per domain, edges from origin to receiver.
+  description:
+    - The replication graph in Graphviz dot; one cluster per domain, edges from origin to receiver.
+    - A replicated or placed stream's node also shows its replicas, storage, placement and the servers
+      holding it, leader first.
   returned: always
   type: str
 domains:

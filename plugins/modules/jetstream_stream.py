@@ -320,7 +320,58 @@ options:
       - With O(streams), the value of every item that does not set its own.
     type: bool
     default: false
+  placement_servers:
+    description:
+      - The JetStream servers of the domain as the inventory declares them (each with its cluster and
+        tags); placements are checked against this list instead of asking the servers.
+      - Without it, the servers are asked with C($SYS.REQ.SERVER.PING.VARZ) when O(system_creds) is set,
+        else with C($SYS.REQ.ACCOUNT.PING.STATZ), which every account may send (see the notes).
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Server name.
+        type: str
+        required: true
+      cluster:
+        description: Name of its cluster; a server without one runs JetStream standalone and ignores placements.
+        type: str
+      tags:
+        description: Its server tags (C(server_tags), the role's C(nats_server_server_tags)).
+        type: list
+        elements: str
+        default: []
+      jetstream:
+        description: Whether it runs JetStream.
+        type: bool
+        default: true
+  unique_tag:
+    description:
+      - The cluster's JetStream C(unique_tag) prefix, such as V(az:) (the role's C(nats_server_jetstream_unique_tag)),
+        for the placement check; V("") for none.
+      - Left out, it is read from the servers with O(system_creds), else placements are checked without it.
+    type: str
+  system_creds:
+    description:
+      - Credentials file of a system account user. When set, the placement check reads every server's tags,
+        cluster and JetStream C(unique_tag) with C($SYS.REQ.SERVER.PING.VARZ) over a second connection
+        to O(servers).
+    type: path
 notes:
+  - "Placement is checked before anything is sent, for every stream the run creates, recreates, or whose
+    O(replicas) or O(placement) it changes and that is replicated or placed: the servers of the stream's
+    domain (of O(placement.cluster), else of any cluster) that carry every tag of O(placement.tags), none
+    of its C(!tag)s and not C(!jetstream) must hold O(replicas) replicas; with a unique tag such as V(az:),
+    each on a server with a different C(az:) tag (unless the placement names an C(az:) tag, which turns the
+    rule off, as the server does). A placement that fails this fails the task naming the stream, the placement
+    and the servers that match, with nothing sent, in check mode too."
+  - "What the check knows: C($SYS.REQ.ACCOUNT.PING.STATZ) tells each server's name, cluster, domain and tags,
+    but not the JetStream C(unique_tag); without O(unique_tag) or O(system_creds) replicas are only counted
+    against the matching servers, not against their zones. Free storage, account limits and offline servers
+    are not checked; the server still refuses for those when the stream's turn comes. Servers that do not
+    answer within half a second of the others are not counted. With an O(api_prefix) that is not
+    C($JS.<domain>.API) the servers of every domain count. When no server answers, the task warns and the
+    placement is not checked."
   - "Changes refused on a live stream, as the servers answer them (verified on 2.9.10, 2.10.26, 2.11.11, 2.12.8,
     2.14.6 and 2.15.1): O(storage) never; O(retention) never on 2.9, never to or from V(workqueue) on any;
     O(max_consumers) before 2.12; O(republish) on 2.9; O(deny_delete), O(deny_purge) and O(allow_msg_ttl)

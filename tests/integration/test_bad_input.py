@@ -40,6 +40,11 @@ PUSH = dict(push=True, servers=["{url}"], timeout=2.0)
 JS_LIMITS = dict(disk_storage="64MiB", mem_storage="8MiB", streams=10, consumers=10)
 APP_ACCOUNT = dict(name="APP", signing_key=True, jetstream=JS_LIMITS)  # as the store has it
 
+# region 3 of the cross-region example: three servers in two zones
+PLACED = dict(unique_tag="az:", placement_servers=[dict(name="n3a", cluster="xr", tags=["rg:3", "az:3a"]),
+                                                   dict(name="n3b", cluster="xr", tags=["rg:3", "az:3b"]),
+                                                   dict(name="n3c", cluster="xr", tags=["rg:3", "az:3b"])])
+
 ROWS = [
     # -- jetstream_stream: names, subjects, units, combinations ------------------------------------------------
     ("stream-no-name", STREAM, dict(JS, subjects=["x"]), "one of the following is required: name, streams"),
@@ -118,6 +123,24 @@ ROWS = [
      "set allow_data_loss to allow that"),
     ("stream-overlaps-existing", STREAM, dict(JS, name="COPYCAT", subjects=["orders.new"]),
      "stream 'COPYCAT' in the local domain: the server refused to create it"),
+    ("stream-placement-zones", STREAM, dict(JS, name="WIDE", subjects=["wide.>"], replicas=3,
+                                            placement={"tags": ["rg:3"]}, **PLACED),
+     "stream 'WIDE' in the local domain: placement tags rg:3 cannot hold 3 replicas: the servers in cluster 'xr' "
+     "that match are in 2 distinct 'az:' zones (az:3a: n3a; az:3b: n3b, n3c)"),
+    ("stream-placement-bulk-later-item", STREAM, dict(JS, streams=[
+        {"name": "ORDERS", "subjects": ["orders.>"], "max_age": "1d"},
+        {"name": "WIDE", "subjects": ["wide.>"], "replicas": 3, "placement": {"tags": ["rg:3"]}}], **PLACED),
+     "stream 'WIDE' in the local domain: placement tags rg:3 cannot hold 3 replicas"),
+    ("stream-placement-no-server", STREAM, dict(JS, name="FAR", subjects=["far.>"], placement={"tags": ["rg:9"]},
+                                                **PLACED),
+     "stream 'FAR' in the local domain: placement tags rg:9 cannot hold 1 replica: no JetStream server in cluster"),
+    ("stream-placement-cluster", STREAM, dict(JS, name="FAR", subjects=["far.>"], placement={"cluster": "moon"},
+                                              **PLACED), "placement cluster moon cannot be satisfied"),
+    ("stream-placement-servers-no-name", STREAM, dict(JS, name="FAR", placement_servers=[{"cluster": "xr"}]),
+     "missing required arguments: name found in placement_servers"),
+    ("stream-placement-system-creds-garbage", STREAM, dict(JS, name="R3", subjects=["r3.>"], replicas=3,
+                                                           system_creds="{garbage}"),
+     "system_creds: creds: {garbage} is not a NATS creds file"),
     ("stream-unknown-domain", STREAM, dict(ORDERS, domain="nowhere"), "no JetStream answers on $JS.nowhere.API"),
     # -- the connection (every module shares it) ----------------------------------------------------------------
     ("conn-creds-missing", STREAM, dict(ORDERS, creds="{missing}"), "creds: {missing} does not exist"),

@@ -203,6 +203,17 @@ def test_dot_graph_has_a_cluster_per_domain_and_an_edge_per_replication():
     assert '"hub/cnc" [label="cnc"];' in dot
 
 
+def test_dot_nodes_of_replicated_streams_say_where_the_replicas_live():
+    info = copy.deepcopy(CNC)
+    info["config"].update(num_replicas=3, placement={"tags": ["rg:2"], "cluster": "xr"})
+    info["cluster"] = {"name": "xr", "leader": "n2a", "replicas": [{"name": "n2b", "current": True},
+                                                                   {"name": "n2c", "current": True}]}
+    streams, rows = collect(info, RECV_CNC)
+    dot = ji.render_dot(streams, rows)
+    assert '"hub/cnc" [label="cnc\\nR3 file, tags rg:2, cluster xr\\nn2a (leader), n2b, n2c"];' in dot, dot
+    assert '"leaf/recv-cnc" [label="recv-cnc"];' in dot  # R1 without placement: the name alone
+
+
 def test_dot_quotes_what_it_must():
     info = copy.deepcopy(RECV_CNC)
     info["config"]["name"] = 'we"ird'
