@@ -41,14 +41,22 @@ host-deps:
 	@if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip; fi
 
-$(VENV)/.installed: requirements-dev.txt | host-deps
+$(VENV)/.installed: requirements-dev.txt spark/pyproject.toml | host-deps
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	@# the Spark data source and job, editable: Spark finds the source by its pyspark_* module
+	$(VENV)/bin/pip install -q -e spark
 	touch $@
 
 .PHONY: venv
-venv: $(VENV)/.installed $(COLLECTION_LINK)
+venv: $(VENV)/.installed $(COLLECTION_LINK) java
+
+# A Java runtime for Spark (pyspark bundles Spark's jars, not a JVM).
+.PHONY: java
+java:
+	@if ! command -v java >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; fi
 
 $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
@@ -75,7 +83,7 @@ unit: venv
 	pytest -q tests/unit
 
 .PHONY: integration
-integration: venv $(DEBIAN_NATS)
+integration: venv java $(DEBIAN_NATS)
 	pytest -q tests/integration
 
 .PHONY: molecule
