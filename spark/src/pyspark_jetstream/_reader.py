@@ -87,12 +87,13 @@ class RangeReader(object):
         self.sid_token = b"%d" % self.sid
         config = dict(name=self.name, deliver_subject=self.deliver, deliver_policy="by_start_sequence",
                       opt_start_seq=start_seq, ack_policy="none", replay_policy="instant", flow_control=True,
-                      idle_heartbeat=int(self.heartbeat * NANOS), inactive_threshold=30 * NANOS,
+                      idle_heartbeat=int(self.heartbeat * NANOS), inactive_threshold=5 * NANOS,
                       mem_storage=True, num_replicas=1)
         if self.filter_subject:
             config["filter_subject"] = self.filter_subject
         info = self.js.create_consumer(self.stream, config)
         self.expect_cseq = 1
+        self.heard = False
         return int(info.get("num_pending", 0))
 
     def _stop(self):
@@ -120,6 +121,7 @@ class RangeReader(object):
         conn = self.conn
         out = Chunk()
         buf = self._adopt()
+        self.heard = bool(buf)
         quiet_since = time.monotonic()
         while True:
             status = []
@@ -156,6 +158,10 @@ class RangeReader(object):
                 conn.sock.settimeout(self.heartbeat * 3)
                 data = conn.recv()
             except socket.timeout:
+                if not self.heard:
+                    raise NatsError("stream %r: the consumer was created, but nothing arrives on %s: may this "
+                                    "account receive there (deliver_prefix of the shared stream)?"
+                                    % (self.stream, self.deliver))
                 # no heartbeat either: the consumer is gone (stream deleted, server restarted)
                 if time.monotonic() - quiet_since > self.heartbeat * 3:
                     self._restart()
@@ -163,6 +169,7 @@ class RangeReader(object):
                 if self._carry is not None:
                     buf, self._carry = self._carry, None
                 continue
+            self.heard = True
             buf = buf + data if buf else data
 
     def _restart(self):
@@ -179,6 +186,7 @@ class RangeReader(object):
         self.conn._pending = []
         self._start(self.last_seq + 1)
         self._carry = self._adopt()
+        self.heard = bool(self._carry)
 
     def _adopt(self):
         """What the connection read while the consumer was being created, in wire form."""

@@ -64,6 +64,13 @@ def _unknown(section, allowed, where):
 
 
 def check_config(data, where="config"):
+    try:
+        return _check_config(data, where)
+    except opts.OptionError as exc:
+        raise ConfigError(str(exc))
+
+
+def _check_config(data, where):
     if not isinstance(data, dict):
         raise ConfigError("%s: must be a mapping with source, output and checkpoint" % where)
     _unknown(data, TOP_KEYS, where)

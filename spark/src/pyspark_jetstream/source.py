@@ -191,7 +191,7 @@ class JetStreamStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAva
     def latestOffset(self, start, limit):
         next_seq = opts.offset_seq(start, self.options.stream)
         _first, last = self.bounds()
-        most = limit.maxRows if isinstance(limit, ReadMaxRows) else None
+        most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return opts.offset(self.options.stream, opts.end_offset(next_seq, last, most, self.cap))
 
     def reportLatestOffset(self):

@@ -199,11 +199,20 @@ def update_state(output, query, batch, counts):
     return state
 
 
-def read_aggregates(output):
-    """Every aggregate row of an output directory (for reports and checks)."""
+def _dataset(output, kind):
     import pyarrow.dataset as ds
 
-    path = os.path.join(output, "aggregates")
+    path = os.path.join(output, kind)
     if not os.path.isdir(path):
         return None
     return ds.dataset(path, format="parquet", partitioning="hive").to_table()
+
+
+def read_aggregates(output):
+    """Every aggregate row of an output directory (for reports and checks)."""
+    return _dataset(output, "aggregates")
+
+
+def read_rejects(output):
+    """Every rejected message of an output directory."""
+    return _dataset(output, "rejects")
