@@ -90,13 +90,21 @@ integration: venv java $(DEBIAN_NATS)
 molecule: lab-ready
 	molecule test -s default
 	molecule test -s archive
+	molecule test -s spark
+
+.PHONY: go-nats
+go-nats:
+	@# the Go reference reader of bench_spark_read.py is built from Debian's Go and nats.go
+	@if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/nats-io/nats.go ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go golang-github-nats-io-go-nats-dev; fi
 
 .PHONY: bench
-bench: venv $(DEBIAN_NATS)
+bench: venv go-nats $(DEBIAN_NATS)
 	python3 bench/bench_streams.py
 	python3 bench/bench_streams.py --server $(DEBIAN_NATS)
 	python3 bench/bench_push.py --layout both
 	python3 bench/bench_push.py --layout both --server $(DEBIAN_NATS)
+	python3 bench/bench_spark_read.py
 
 .PHONY: lint
 lint: venv

@@ -38,19 +38,7 @@ def hub(start_server, tmp_path):
 
 
 def telemetry_messages(count, start=0):
-    now = time.time()
-    for n in range(start, start + count):
-        site = "spoke-%d" % (n % 2 + 1)
-        if n % 40 == 3:
-            payload = b'{"site": "%s", "metric": "temp", "value": "hot"}' % site.encode()
-        elif n % 40 == 5:
-            payload = b"garbage %d" % n
-        elif n % 40 == 7:
-            payload = json.dumps({"site": site, "metric": "temp", "value": 1.0}).encode()  # no timestamp
-        else:
-            payload = json.dumps({"site": site, "metric": ("temp", "humidity")[n % 3 % 2], "value": (n * 7) % 101 - 20.5,
-                                  "timestamp": now - (n % 300)}).encode()
-        yield "telemetry.%s.m" % site, payload
+    return reference.sample(count, start)
 
 
 def hub_messages(url):

@@ -74,3 +74,24 @@ def compute(messages, window_seconds):
         row["avg"] = row["sum"] / row["count"]
         row["lag_avg"] = row["lag_sum"] / row["count"]
     return rows, rejects
+
+
+def sample(count, start=0, now=None, sites=("spoke-1", "spoke-2")):
+    """(subject, payload) of edge telemetry as the edges send it, with a few
+    invalid messages mixed in (a string value, a payload that is not JSON, a
+    missing timestamp): for tests and demonstrations."""
+    import time
+
+    now = time.time() if now is None else now
+    for number in range(start, start + count):
+        site = sites[number % len(sites)]
+        if number % 40 == 3:
+            payload = json.dumps({"site": site, "metric": "temp", "value": "hot"})
+        elif number % 40 == 5:
+            payload = "garbage %d" % number
+        elif number % 40 == 7:
+            payload = json.dumps({"site": site, "metric": "temp", "value": 1.0})
+        else:
+            payload = json.dumps({"site": site, "metric": ("temp", "humidity")[number % 3 % 2],
+                                  "value": (number * 7) % 101 - 20.5, "timestamp": now - (number % 300)})
+        yield "telemetry.%s.m" % site, payload.encode()

@@ -1,0 +1,89 @@
+"""The pipeline on lab hosts: the job's Parquet output equals the plain-Python
+aggregation of the hub stream, invalid telemetry is kept aside, the job ran
+on the cluster's workers, and the services are hardened."""
+
+import json
+import math
+
+import pytest
+
+from pyspark_jetstream import reference
+from pyspark_jetstream._nats import Connection
+from pyspark_jetstream._reader import RangeReader, ack_fields
+
+VENV = "/opt/nats-edge-spark/venv/bin/python"
+OUTPUT = "/var/lib/jetstream-aggregate/output"
+
+
+def http_json(host, url):
+    return json.loads(host.check_output(
+        "python3 -c \"import urllib.request; print(urllib.request.urlopen('%s').read().decode())\"" % url))
+
+
+def hub_messages(lab):
+    address = lab["spark1"].interface("eth0").addresses[0]
+    messages = []
+    with Connection(["nats://%s:4222" % address], timeout=10) as conn:
+        for chunk in RangeReader(conn, "$JS.API", "telemetry", 1, 10 ** 9).batches():
+            for subject, reply, data in zip(chunk.subjects, chunk.replies, chunk.data):
+                seq, _cseq, nanos, _pending = ack_fields(reply)
+                messages.append((seq, subject.decode(), nanos // 1000, data))
+    return messages
+
+
+def output_rows(host, kind):
+    script = ("import json, pyarrow.dataset as ds; t = ds.dataset('%s/%s', format='parquet', partitioning='hive')"
+              ".to_table(); print(json.dumps([{k: (v.isoformat() if hasattr(v, 'isoformat') else v) "
+              "for k, v in r.items() if k != 'data'} for r in t.to_pylist()]))" % (OUTPUT, kind))
+    return json.loads(host.check_output("%s -c \"%s\"" % (VENV, script)))
+
+
+def test_the_output_matches_the_plain_python_aggregation(lab):
+    messages = hub_messages(lab)
+    assert len(messages) == 2500
+    rows, rejects = reference.compute(messages, 60)
+    host = lab["spark1"]
+    state = json.loads(host.file(OUTPUT + "/_state.json").content_string)
+    assert state["totals"]["messages"] == 2500 and state["totals"]["rejected"] == len(rejects) > 0
+    import datetime as dt
+    got = {}
+    for row in output_rows(host, "aggregates"):
+        start = dt.datetime.fromisoformat(row["window_start"])
+        got[(row["site"], row["metric"], int(start.timestamp()) * 1000000)] = row
+    assert set(got) == set(rows)
+    for key, want in rows.items():
+        assert got[key]["count"] == want["count"] and got[key]["bytes"] == want["bytes"], key
+        for name in ("sum", "min", "max", "avg", "lag_min", "lag_max", "lag_avg"):
+            assert math.isclose(got[key][name], want[name], rel_tol=1e-9, abs_tol=1e-6), (key, name)
+    rejected = output_rows(host, "rejects")
+    assert sorted(r["seq"] for r in rejected) == sorted(seq for seq, _subject in rejects)
+    assert all(r["reason"] and r["subject"].startswith("telemetry.spoke-") for r in rejected)
+
+
+def test_the_job_runs_on_the_cluster_with_executors_on_both_workers(lab):
+    master = http_json(lab["spark1"], "http://spark1:8080/json/")
+    assert master["aliveworkers"] == 2
+    apps = [a for a in master["activeapps"] if a["name"] == "jetstream-aggregate"]
+    assert len(apps) == 1, master["activeapps"]
+    for name in ("spark1", "spark2"):
+        worker = http_json(lab[name], "http://%s:8081/json/" % name)
+        assert [e["appid"] for e in worker["executors"]] == [apps[0]["id"]], worker["executors"]
+
+
+@pytest.mark.parametrize("name, unit", [("spark1", "spark-master"), ("spark1", "spark-worker"),
+                                        ("spark2", "spark-worker"), ("spark1", "jetstream-aggregate")])
+def test_services_run_hardened_as_spark(lab, name, unit):
+    host = lab[name]
+    assert host.service(unit).is_running and host.service(unit).is_enabled
+    props = dict(line.split("=", 1) for line in host.check_output(
+        "systemctl show %s -p NoNewPrivileges -p ProtectSystem -p PrivateTmp -p User" % unit).splitlines())
+    assert props == {"NoNewPrivileges": "yes", "ProtectSystem": "strict", "PrivateTmp": "yes", "User": "spark"}
+
+
+def test_the_creds_and_config_are_private(lab):
+    host = lab["spark1"]
+    config = host.file("/etc/jetstream-aggregate/job.yml")
+    assert config.user == "root" and config.group == "spark" and config.mode == 0o640
+    assert host.run("/opt/nats-edge-spark/venv/bin/jetstream-aggregate --check-config "
+                    "/etc/jetstream-aggregate/job.yml").rc == 0
+    assert host.run("runuser -u nobody -- cat /etc/jetstream-aggregate/job.yml").rc != 0
