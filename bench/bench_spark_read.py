@@ -17,7 +17,9 @@ The Go reader (bench/jetstream_reader.go) is built here at run time from
 Debian's golang-go and golang-github-nats-io-go-nats-dev (GOPATH mode).
 
     .venv/bin/python bench/bench_spark_read.py                      # local[2], 1M messages
-    .venv/bin/python bench/bench_spark_read.py --master spark://spark1:7077 --servers nats://10.89.x.y:4222
+    BENCH_DRIVER_HOST=<this host on the lab network> .venv/bin/python bench/bench_spark_read.py \
+        --master spark://<master>:7077 --servers nats://<lab host>:4222 \
+        --executor-python /opt/nats-edge-spark/venv/bin/python
 """
 
 import argparse
@@ -139,12 +141,19 @@ def own_reader(url, stream):
     return rows, time.perf_counter() - started
 
 
-def spark_session(master):
+def spark_session(master, executor_python=None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(master).appName("bench-jetstream-read").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    builder = (SparkSession.builder.master(master).appName("bench-jetstream-read").config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))
+    if executor_python:
+        # the workers' Python with the data source (the spark_runtime role's virtualenv)
+        builder = builder.config("spark.pyspark.python", executor_python).config(
+            "spark.pyspark.driver.python", sys.executable)
+    if os.environ.get("BENCH_DRIVER_HOST"):
+        builder = builder.config("spark.driver.host", os.environ["BENCH_DRIVER_HOST"])
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -163,6 +172,7 @@ def main():
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--servers", help="use this server (and its stream) instead of starting one")
+    parser.add_argument("--executor-python", help="Python of the executors (a cluster's), default this one")
     parser.add_argument("--stream", default="bench")
     parser.add_argument("--skip", nargs="*", default=[], help="readers to leave out (go-pull, nats-py, ...)")
     args = parser.parse_args()
@@ -185,7 +195,7 @@ def main():
             readers["nats-py"] = lambda: nats_py_reader(url, args.stream, args.messages)
         if "reader" not in args.skip:
             readers["reader"] = lambda: own_reader(url, args.stream)
-        spark = spark_session(args.master)
+        spark = spark_session(args.master, args.executor_python)
         spark_reader(spark, url, args.stream, max(args.partitions))  # warm: JVM, Python workers, imports
         for partitions in args.partitions:
             readers["spark-%d" % partitions] = lambda p=partitions: spark_reader(spark, url, args.stream, p)
@@ -201,7 +211,8 @@ def main():
                                                                for n, r in rates.items())), flush=True)
         spark.stop()
         medians = {name: statistics.median(values) for name, values in rates.items()}
-        reference = max((medians[n], n) for n in medians if n.startswith("go-"))
+        references = [(medians[n], n) for n in medians if n.startswith("go-")] or [(medians[n], n) for n in medians]
+        reference = max(references)
         print("\n%d messages of %d bytes, master %s, median of %d" % (args.messages, len(PAYLOAD), args.master,
                                                                       args.repeat))
         print("%-12s %10s %8s" % ("reader", "msg/s", "ratio"))
