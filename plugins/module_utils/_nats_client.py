@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import sys
 import traceback
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
@@ -28,14 +29,33 @@ except ImportError:  # pragma: no cover - every supported Python has it
     asyncio = None
 
 NATS_PY = "nats-py"
+nats = None
+nats_errors = None
 _IMPORT_ERROR = None
-try:
-    import nats
-    from nats import errors as nats_errors
-except ImportError:  # pragma: no cover - exercised by the missing-library test
-    nats = None
-    nats_errors = None
-    _IMPORT_ERROR = traceback.format_exc()
+
+
+def load_nats_py(servers=()):
+    """Import nats-py on first use; False when it is missing. Its websocket transport
+    imports aiohttp, about a third of a module run's start-up: that is kept out unless
+    a server URL is a websocket one."""
+    global nats, nats_errors, _IMPORT_ERROR
+    if nats is not None:
+        return True
+    keep_out = not any(str(server).startswith(("ws://", "wss://")) for server in servers or ()) and (
+        "aiohttp" not in sys.modules)
+    if keep_out:
+        sys.modules["aiohttp"] = None  # nats-py then runs without its websocket transport
+    try:
+        import nats as loaded
+        from nats import errors as loaded_errors
+    except ImportError:
+        _IMPORT_ERROR = traceback.format_exc()
+        return False
+    finally:
+        if keep_out:
+            del sys.modules["aiohttp"]
+    nats, nats_errors = loaded, loaded_errors
+    return True
 
 
 def _servers_fallback():
@@ -90,7 +110,7 @@ def nats_module(argument_spec, jetstream=True, **kwargs):
 
 
 def require_nats_py(module):
-    if nats is None:
+    if not load_nats_py(module.params.get("servers") or ()):
         module.fail_json(msg=missing_required_lib(NATS_PY), exception=_IMPORT_ERROR)
 
 
@@ -107,7 +127,7 @@ class NatsClient(object):
     # -- lifecycle -------------------------------------------------------------
 
     def __enter__(self):
-        if nats is None:
+        if not load_nats_py(self.servers):
             raise NatsClientError(missing_required_lib(NATS_PY))
         self._loop = asyncio.new_event_loop()
         try:
@@ -214,6 +234,94 @@ class NatsClient(object):
     def publish(self, subject, data=b"", headers=None):
         self._run(self._nc.publish(subject, data, headers=headers))
 
+    def request_many(self, messages, timeout=None, in_flight=512):
+        """Replies (in order) to many requests ``(subject, data, headers)`` from any iterable,
+        sent pipelined with at most ``in_flight`` unanswered: JetStream publishes with their
+        acks, without a round trip each and without overrunning the server."""
+        return self._run(self._request_many(messages, timeout or self.timeout, in_flight))
+
+    async def _request_many(self, messages, timeout, in_flight):
+        prefix = self._nc.new_inbox()
+        replies, waiting, subjects = {}, {}, {}
+        window = asyncio.Semaphore(in_flight)
+        all_sent, done = [False], asyncio.Event()
+
+        async def answer(msg):
+            index = waiting.pop(msg.subject, None)
+            if index is not None:
+                replies[index] = msg
+                window.release()
+                if all_sent[0] and not waiting:
+                    done.set()
+
+        sub = await self._nc.subscribe(prefix + ".*", cb=answer)
+        count = 0
+        try:
+            for count, (subject, data, headers) in enumerate(messages, 1):
+                await asyncio.wait_for(window.acquire(), timeout)
+                reply = "%s.%d" % (prefix, count)
+                waiting[reply] = count
+                subjects[count] = subject
+                await self._nc.publish(subject, data, reply=reply, headers=headers)
+            all_sent[0] = True
+            if waiting:
+                await asyncio.wait_for(done.wait(), timeout)
+        except (asyncio.TimeoutError, nats_errors.TimeoutError):
+            raise NatsClientError("%d requests got no reply within %ss (the first on %s)" % (
+                len(waiting), timeout, subjects[min(waiting.values())] if waiting else "?"))
+        finally:
+            await sub.unsubscribe()
+        return [replies[index] for index in range(1, count + 1)]
+
+    def last_per_subject(self, api_prefix, stream, filter_subject, timeout=None):
+        """The last message of every subject of ``stream`` matching ``filter_subject``, as
+        (subject, headers, data, stream sequence): one ephemeral consumer without acks, read in
+        batches, the way a key-value watcher reads a bucket's current values."""
+        return self.read_stream(api_prefix, stream, filter_subject, "last_per_subject", timeout)
+
+    def read_stream(self, api_prefix, stream, filter_subject, deliver_policy="all", timeout=None):
+        """Every message of ``stream`` on ``filter_subject`` there is now (or the last one per
+        subject), in order, through ``api_prefix``: mirrors too, which have no subjects of their own."""
+        return self._run(self._read_stream(api_prefix, stream, filter_subject, deliver_policy,
+                                           timeout or self.timeout))
+
+    async def _read_stream(self, api_prefix, stream, filter_subject, deliver_policy, timeout):
+        config = {"deliver_policy": deliver_policy, "ack_policy": "none", "filter_subject": filter_subject,
+                  "mem_storage": True, "inactive_threshold": 10 * 10**9, "max_waiting": 1}
+        created = await self._nc.request("%s.CONSUMER.CREATE.%s" % (api_prefix, stream), json.dumps(
+            {"stream_name": stream, "config": config}).encode(), timeout=timeout)
+        info = json.loads(created.data.decode() or "{}")
+        if info.get("error"):
+            error = info["error"]
+            raise JetStreamError("%s.CONSUMER.CREATE.%s" % (api_prefix, stream), error.get("code"),
+                                 error.get("err_code"), error.get("description", ""))
+        consumer, expected = info["name"], int(info.get("num_pending") or 0)
+        found = []
+        try:
+            inbox = self._nc.new_inbox()
+            sub = await self._nc.subscribe(inbox)
+            try:
+                while len(found) < expected:
+                    await self._nc.publish("%s.CONSUMER.MSG.NEXT.%s.%s" % (api_prefix, stream, consumer), json.dumps(
+                        {"batch": min(expected - len(found), 10000), "no_wait": True}).encode(), reply=inbox)
+                    while len(found) < expected:
+                        msg = await sub.next_msg(timeout=timeout)
+                        if msg.headers and msg.headers.get("Status"):
+                            break  # this batch is over
+                        found.append((msg.subject, dict(msg.headers or {}), msg.data, _stream_sequence(msg.reply)))
+            finally:
+                await sub.unsubscribe()
+        except (nats_errors.TimeoutError, asyncio.TimeoutError):
+            raise NatsClientError("reading %s of stream %s: no message within %ss (%d of %d read)" % (
+                filter_subject, stream, timeout, len(found), expected))
+        finally:
+            try:
+                await self._nc.request("%s.CONSUMER.DELETE.%s.%s" % (api_prefix, stream, consumer), b"",
+                                       timeout=timeout)
+            except Exception:
+                pass  # it goes by itself once inactive
+        return found
+
     def flush(self):
         self._run(self._nc.flush(timeout=self.timeout))
 
@@ -258,6 +366,16 @@ class JetStream(object):
         if check_mode:
             return None
         return self.call(name, body)
+
+
+def _stream_sequence(reply):
+    """The stream sequence in a JetStream delivery's reply subject
+    ($JS.ACK[.<domain>.<account hash>].<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>)."""
+    tokens = (reply or "").split(".")
+    try:
+        return int(tokens[-4]) if len(tokens) >= 9 else None
+    except ValueError:
+        return None
 
 
 def _readable(path, option):

@@ -295,3 +295,38 @@ def push_account(client, account, token, timeout, expected=None):
     returned = lookup(client, account, timeout)
     read_back = bool(returned) and jwt.same_claims(jwt.decode(returned, verify=False), jwt.decode(token, verify=False))
     return pushed, unconfirmed, read_back
+
+
+def push_if_needed(params, public, token, check_mode, expected, result):
+    """Send an account JWT when the resolver's differs, and confirm it.
+    Sets push_needed, unconfirmed and pushed in ``result``; raises PushFailed
+    when a server did not confirm. Returns whether a push was (or would be) sent."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient
+    with NatsClient(params) as client:
+        current = lookup(client, public, min(client.timeout, 2.0))
+        needed = not current or not jwt.same_claims(jwt.decode(current, verify=False), jwt.decode(token, verify=False))
+        result["push_needed"] = needed
+        result["unconfirmed"] = []
+        if not needed or check_mode:
+            return needed
+        pushed, unconfirmed, read_back = push_account(client, public, token, client.timeout, expected)
+        result.update(pushed=pushed, unconfirmed=unconfirmed)
+        if unconfirmed or not read_back:
+            raise PushFailed("the push was not confirmed by %s" % (
+                ", ".join(unconfirmed) or "the read-back (the resolver returned another JWT)"))
+        return True
+
+
+def revoked_at(account_claims, public):
+    """When the account revoked the JWTs of user ``public`` (issued at or before), or None."""
+    return ((account_claims.get("nats") or {}).get("revocations") or {}).get(public)
+
+
+def with_revocations(account_claims, publics, now):
+    """Account claims (without issuer) that also revoke the JWTs of ``publics`` issued up to ``now``."""
+    claims = body(account_claims)
+    claims = copy.deepcopy(claims)
+    revocations = claims["nats"].setdefault("revocations", {})
+    for public in publics:
+        revocations[public] = max(int(now), revocations.get(public, 0))
+    return claims

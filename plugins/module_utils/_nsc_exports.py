@@ -12,6 +12,7 @@ same way; signing activation tokens is a callback.
 from __future__ import annotations
 
 import copy
+import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import StoreError
@@ -187,11 +188,13 @@ def _same_export(one, two):
     return one.get("name") == two.get("name") or same_subject
 
 
-def apply(accounts, edges, state, activation):
+def apply(accounts, edges, state, activation, now=None):
     """New claims of ``accounts`` ({name: claims}) with ``edges`` present or
     absent. ``activation(exporter, export, importer_public, import, current_token)``
-    returns the token of a private export's import. Raises StoreError before
-    anything is decided if the result would not hold together."""
+    returns the token of a private export's import. An account that no longer
+    imports a private export gets its activation revoked (the export's
+    ``revocations``, at ``now``). Raises StoreError before anything is decided
+    if the result would not hold together."""
     result = {name: copy.deepcopy(claims) for name, claims in accounts.items()}
     for edge in edges:
         if edge.exporter not in result:
@@ -201,14 +204,14 @@ def apply(accounts, edges, state, activation):
                 raise StoreError("%s: importing account %r is not in the store" % (edge.where(), importer))
             if importer == edge.exporter:
                 raise StoreError("%s: an account cannot import its own export (import cycle)" % edge.where())
-        _apply_one(result, edge, state, activation)
+        _apply_one(result, edge, state, activation, int(time.time()) if now is None else now)
     if state == "present":
         for edge in edges:
             _check_cycles(result, edge)
     return result
 
 
-def _apply_one(result, edge, state, activation):
+def _apply_one(result, edge, state, activation, now):
     exporter = result[edge.exporter]
     exporter_public = exporter["sub"]
     nats = exporter["nats"]
@@ -221,6 +224,9 @@ def _apply_one(result, edge, state, activation):
     # which imports this edge owns, per account
     def owning(name):
         return edge.exclusive or name in listed
+
+    # an activation token stays valid until revoked: importers that go lose theirs
+    revocations = dict((current[0] if current else {}).get("revocations") or {})
 
     for name, claims in result.items():
         if name == edge.exporter or not owning(name):
@@ -245,6 +251,8 @@ def _apply_one(result, edge, state, activation):
                     token = next((p.get("token") for p in previous if p.get("subject") == imp["subject"]), None)
                     imp["token"] = activation(edge.exporter, export, claims["sub"], imp, token)
                 kept.append(imp)
+        if export.get("token_req") and previous and not any(_owned(i, exporter_public, export) for i in kept):
+            revocations[claims["sub"]] = now
         _set(claims["nats"], "imports", kept)
 
     if state == "present":
@@ -252,6 +260,8 @@ def _apply_one(result, edge, state, activation):
             if other.get("type") == export["type"] and subjects_collide(other["subject"], export["subject"]):
                 raise StoreError("%s: subject %r overlaps export %r on %r of that account"
                                  % (edge.where(), export["subject"], other.get("name"), other["subject"]))
+        if revocations and export.get("token_req"):
+            export = dict(export, revocations=revocations)
         _set(nats, "exports", others + [export])
     elif edge.exclusive or not any(
             _owned(i, exporter_public, e) for claims in result.values()

@@ -171,6 +171,11 @@ class Store(object):
     def user_jwt_path(self, account, user):
         return os.path.join(self.account_dir(account), "users", "%s.jwt" % user)
 
+    def previous_keys_path(self, account, user):
+        """Keys a rotation replaced and that are not revoked yet (not an nsc file:
+        nsc reads only the *.jwt files of this directory)."""
+        return os.path.join(self.account_dir(account), "users", ".%s.previous-keys" % user)
+
     def creds_path(self, account, user):
         return os.path.join(self.keys_dir, "creds", self.operator, account, "%s.creds" % user)
 
@@ -202,6 +207,13 @@ class Store(object):
             raise StoreError("operator %r: %s is not signed by the operator's own key"
                              % (self.operator, self.operator_jwt_path))
         return token, claims
+
+    def users(self, account):
+        """Names of the users of an account with a JWT in the store."""
+        base = os.path.join(self.account_dir(account), "users")
+        if not os.path.isdir(base):
+            return []
+        return sorted(name[:-len(".jwt")] for name in os.listdir(base) if name.endswith(".jwt"))
 
     def read_account(self, account):
         """(token, claims) of an account, or (None, None) if it is not in the store."""
@@ -235,6 +247,16 @@ class Store(object):
 
     def read_creds(self, account, user):
         return read_text(self.creds_path(account, user))
+
+    def read_previous_keys(self, account, user):
+        text = read_text(self.previous_keys_path(account, user))
+        if text is None:
+            return []
+        try:
+            keys = json.loads(text)
+        except ValueError:
+            raise StoreError("%s is not JSON" % self.previous_keys_path(account, user))
+        return [key for key in keys if isinstance(key, str)]
 
     @staticmethod
     def _decode(token, path):
@@ -316,7 +338,15 @@ class Store(object):
         if os.path.isdir(creds_dir):
             shutil.rmtree(creds_dir)
 
+    def write_previous_keys(self, account, user, keys):
+        path = self.previous_keys_path(account, user)
+        if keys:
+            atomic_write(path, json.dumps(sorted(set(keys))))
+        elif os.path.exists(path):
+            os.unlink(path)
+
     def remove_user(self, account, user):
-        for path in (self.user_jwt_path(account, user), self.creds_path(account, user)):
+        for path in (self.user_jwt_path(account, user), self.creds_path(account, user),
+                     self.previous_keys_path(account, user)):
             if os.path.exists(path):
                 os.unlink(path)

@@ -106,6 +106,15 @@ options:
         M(nats_edge.fleet.nsc_user) run.
     type: bool
     default: false
+  rotate_signing_key:
+    description:
+      - Replace the account's signing keys with a new one, and issue every user of the store that an old
+        signing key issued again with the new one (same key and permissions, new JWT and creds; RV(reissued_users)).
+      - Once the account is pushed, servers refuse users still signed by an old key, so copy the re-issued creds
+        to the hosts right after (the fleet play does). Not idempotent - every run with it rotates again.
+      - Needs O(signing_key=true).
+    type: bool
+    default: false
   push:
     description: Send the JWT to the resolver (see the description); needs the connection options.
     type: bool
@@ -175,12 +184,17 @@ push_needed:
   description: Whether the resolver's JWT differed from the store's (and so was, or in check mode would be, sent).
   returned: when push is true
   type: bool
+reissued_users:
+  description: Users issued again with the new signing key.
+  returned: when O(rotate_signing_key) is true
+  type: list
+  elements: str
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    NatsClient, NatsClientError, nats_module, require_nats_py)
+    NatsClientError, nats_module, require_nats_py)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store, StoreError, valid_name
 
 ARGUMENT_SPEC = dict(
@@ -196,6 +210,7 @@ ARGUMENT_SPEC = dict(
     signing_key=dict(type="bool", default=False),
     default_permissions=dict(type="dict", options=nsc.PERMISSIONS_OPTIONS),
     force=dict(type="bool", default=False),
+    rotate_signing_key=dict(type="bool", default=False),
     push=dict(type="bool", default=False),
     expected_servers=dict(type="int"),
 )
@@ -220,9 +235,11 @@ def plan(module, store):
         new_seeds.append(seed)
         public = jwt.public_key(seed)
     signing = []
+    if p["rotate_signing_key"] and not p["signing_key"]:
+        raise StoreError("rotate_signing_key needs signing_key=true")
     if p["signing_key"]:
         signing = [key for key in (claims or {}).get("nats", {}).get("signing_keys") or [] if store.read_seed(key)]
-        if not signing:
+        if not signing or p["rotate_signing_key"]:
             seed = jwt.new_seed("account")
             new_seeds.append(seed)
             signing = [jwt.public_key(seed)]
@@ -241,27 +258,30 @@ def plan(module, store):
                   signing_keys=sorted(signing))
     if module._diff:
         result["diff"] = nsc.diff(claims, new_claims)
+    if p["rotate_signing_key"]:
+        result["reissued_users"] = reissued(store, name, claims)
     return result, token, op_claims, new_seeds
 
 
-def push(module, params, public, token, result):
-    p = module.params
-    with NatsClient(params) as client:
-        current = nsc.lookup(client, public, min(client.timeout, 2.0))
-        needed = not current or not jwt.same_claims(jwt.decode(current, verify=False), jwt.decode(token, verify=False))
-        result["push_needed"] = needed
-        result["unconfirmed"] = []
-        if not needed:
-            return
-        result["changed"] = True
-        if module.check_mode:
-            return
-        pushed, unconfirmed, read_back = nsc.push_account(client, public, token, client.timeout,
-                                                          p["expected_servers"])
-        result.update(pushed=pushed, unconfirmed=unconfirmed)
-        if unconfirmed or not read_back:
-            raise nsc.PushFailed("the push was not confirmed by %s" % (
-                ", ".join(unconfirmed) or "the read-back (the resolver returned another JWT)"))
+def reissued(store, account, old_claims):
+    """The users an old signing key issued, to issue again with the new one (written later, by write_reissued)."""
+    old_keys = set(((old_claims or {}).get("nats") or {}).get("signing_keys") or [])
+    return [user for user in store.users(account)
+            if (store.read_user(account, user)[1] or {}).get("iss") in old_keys] if old_claims else []
+
+
+def write_reissued(store, account, users, new_claims, new_seeds):
+    """Issue ``users`` again with the account's (new) signing key: same claims, new JWT and creds."""
+    signing = (new_claims.get("nats") or {}).get("signing_keys") or []
+    signer = next(seed for seed in new_seeds if jwt.public_key(seed) in signing)
+    for user in users:
+        _token, claims = store.read_user(account, user)
+        seed = store.read_seed(claims["sub"])
+        if not seed:
+            raise StoreError("user %r: no seed for %s in %s, cannot issue it again" % (user, claims["sub"], store.keys_dir))
+        token = jwt.encode(dict(nsc.body(claims), nats=dict(claims["nats"], issuer_account=new_claims["sub"])), signer)
+        store.write_user(account, user, token)
+        store.write_creds(account, user, jwt.creds(token, seed))
 
 
 def remove(module, store, result):
@@ -306,9 +326,14 @@ def main():
                     store.write_seed(seed)
                 store.write_account(p["name"], token)
                 written = True
+                if result.get("reissued_users"):
+                    write_reissued(store, p["name"], result["reissued_users"], jwt.decode(token, verify=False),
+                                   new_seeds)
             if p["push"]:
                 try:
-                    push(module, push_with, result["account_id"], token, result)
+                    if nsc.push_if_needed(push_with, result["account_id"], token, module.check_mode,
+                                          p["expected_servers"], result):
+                        result["changed"] = True
                 except (NatsClientError, nsc.PushFailed) as exc:
                     result["unconfirmed"] = result.get("unconfirmed") or ["(no server was reached)"]
                     raise nsc.PushFailed("%s%s" % ("the store holds the new JWT, but " if written else "", exc))

@@ -165,3 +165,22 @@ def test_share_of_a_durable_pull_consumer():
         graph.share_edges({"stream": "S", "from_account": "A", "to_account": "B", "kind": "consumer"}, publics)
     with pytest.raises(StoreError, match="share_stream.to_account: account 'X' is not in the store"):
         graph.share_edges({"stream": "S", "from_account": "A", "to_account": "X"}, publics)
+
+
+def test_an_importer_removed_from_a_private_export_has_its_activation_revoked():
+    def token(exporter, export, importer_public, imp, current):
+        return current or "activation-of-%s" % importer_public
+
+    quotes = dict(public=False, name="quotes")
+    both = graph.apply(accounts(), [edge("A", "q", "service", [("B", None), ("C", None)], **quotes)], "present",
+                       token, now=100)
+    assert "revocations" not in both["A"]["nats"]["exports"][0]
+    only_c = graph.apply(both, [edge("A", "q", "service", [("C", None)], **quotes)], "present", token, now=200)
+    export = only_c["A"]["nats"]["exports"][0]
+    assert export["revocations"] == {KEYS["B"]: 200} and not only_c["B"]["nats"].get("imports")
+    # kept as it is on the next run, and for public exports nothing is revoked
+    again = graph.apply(only_c, [edge("A", "q", "service", [("C", None)], **quotes)], "present", token, now=300)
+    assert again["A"]["nats"]["exports"][0]["revocations"] == {KEYS["B"]: 200}
+    public = graph.apply(accounts(), [edge("A", "p", "stream", [("B", None)])], "present", no_tokens, now=100)
+    dropped = graph.apply(public, [edge("A", "p", "stream", [])], "present", no_tokens, now=200)
+    assert "revocations" not in dropped["A"]["nats"]["exports"][0]

@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Objects of a JetStream object store, written and read over the collection's NATS
+client, in the nats clients' own format. Private to the collection.
+
+Written here rather than through nats-py's object store because nats-py cannot
+read from a copy (it looks the stream up by subject, and a mirror has none),
+keeps no metadata map, and sends chunks one acknowledged round trip at a time.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import tempfile
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
+
+ROLLUP = {"Nats-Rollup": "sub"}
+
+
+class ObjectError(Exception):
+    """An object that cannot be written or read as asked, worded for the user."""
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def file_digest(path):
+    """The nats digest of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1024 * 1024), b""):
+            digest.update(block)
+    return kv.digest_of(digest.digest())
+
+
+def content_digest(data):
+    return kv.digest_of(hashlib.sha256(data).digest())
+
+
+def objects(client, js, bucket):
+    """{name: metadata} of the bucket's objects, from their metadata only (no chunk is read)."""
+    return kv.current_objects(bucket, client.read_stream(js.prefix, "OBJ_" + bucket, "$O.%s.M.>" % bucket,
+                                                         "last_per_subject"))
+
+
+def _check(replies, what):
+    for reply in replies:
+        answer = json.loads(reply.data.decode() or "{}")
+        if answer.get("error"):
+            raise ObjectError("%s: %s" % (what, answer["error"].get("description")))
+
+
+def upload(client, js, bucket, name, source, digest, description=None, metadata=None, previous=None):
+    """Write an object: its chunks pipelined, then its metadata (a rollup of its subject), then
+    drop the chunks of the version it replaces. ``source`` is a path or bytes, ``digest`` its
+    nats digest (already computed to decide the upload)."""
+    nuid = os.urandom(16).hex()
+    subject = kv.chunk_subject(bucket, nuid)
+    totals = {"size": 0, "chunks": 0}
+
+    def chunks():
+        handle = open(source, "rb") if isinstance(source, str) else None
+        try:
+            offset = 0
+            while True:
+                block = handle.read(kv.CHUNK_SIZE) if handle else source[offset:offset + kv.CHUNK_SIZE]
+                offset += len(block)
+                if not block:
+                    return
+                totals["size"] += len(block)
+                totals["chunks"] += 1
+                yield subject, block, None
+        finally:
+            if handle:
+                handle.close()
+
+    where = "object %r of bucket %r" % (name, bucket)
+    _check(client.request_many(chunks()), where)
+    meta = kv.object_meta(bucket, name, nuid, totals["size"], totals["chunks"], digest, now(), description, metadata)
+    _check(client.request_many([(kv.meta_subject(bucket, name), json.dumps(meta).encode(), ROLLUP)]), where)
+    if previous and previous.get("nuid"):
+        js.call("STREAM.PURGE.OBJ_%s" % bucket, {"filter": kv.chunk_subject(bucket, previous["nuid"])})
+    return meta
+
+
+def update_meta(client, bucket, current, description, metadata):
+    """Change an object's description or metadata without writing its chunks again."""
+    meta = kv.object_meta(bucket, current["name"], current["nuid"], current["size"], current["chunks"],
+                          current["digest"], now(), description, metadata, current.get("headers"))
+    _check(client.request_many([(kv.meta_subject(bucket, current["name"]), json.dumps(meta).encode(), ROLLUP)]),
+           "object %r of bucket %r" % (current["name"], bucket))
+    return meta
+
+
+def remove(client, js, bucket, current):
+    """Mark an object deleted and drop its chunks, as the nats clients do."""
+    meta = kv.deleted_meta(bucket, current, now())
+    _check(client.request_many([(kv.meta_subject(bucket, current["name"]), json.dumps(meta).encode(), ROLLUP)]),
+           "object %r of bucket %r" % (current["name"], bucket))
+    js.call("STREAM.PURGE.OBJ_%s" % bucket, {"filter": kv.chunk_subject(bucket, current["nuid"])})
+
+
+def fetch(client, js, bucket, name, dest, mode=0o644):
+    """Read an object (from a bucket or a copy of one) into ``dest``, written whole and only
+    after its digest matched. Returns its metadata."""
+    found = objects(client, js, bucket).get(name)
+    if found is None:
+        raise ObjectError("object %r is not in bucket %r %s" % (name, bucket, js.where()))
+    messages = client.read_stream(js.prefix, "OBJ_" + bucket, kv.chunk_subject(bucket, found["nuid"]))
+    if len(messages) != found.get("chunks", len(messages)):
+        raise ObjectError("object %r of bucket %r %s: %d of its %d chunks are there (a copy still catching up?)" % (
+            name, bucket, js.where(), len(messages), found.get("chunks")))
+    digest = hashlib.sha256()
+    directory = os.path.dirname(os.path.abspath(dest))
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(dest))
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            for _subject, _headers, data, _seq in messages:
+                digest.update(data)
+                stream.write(data)
+        if not kv.same_digest(kv.digest_of(digest.digest()), found.get("digest")):
+            raise ObjectError("object %r of bucket %r %s: its content does not match its digest %s; %s was left "
+                              "as it was" % (name, bucket, js.where(), found.get("digest"), dest))
+        os.chmod(temporary, mode)
+        os.replace(temporary, dest)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return found

@@ -1,0 +1,163 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Converging declared streams on a server: fetch every one, plan them all, then
+act, in an order that keeps origins ahead of their copies. Private to the
+collection; jetstream_stream and the modules whose resources are streams
+(key-value buckets, object stores) run on it.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    JetStream, JetStreamError, NatsClientError)
+
+_ORDER = ("delete", "update", "promote", "recreate", "create")
+_ENVELOPE = ("type", "total", "offset", "limit", "did_create")
+
+
+class StreamManager(object):
+    """Fetch every declared stream, plan them all, then act on the plans."""
+
+    def __init__(self, module, declared):
+        self.module = module
+        self.declared = declared
+        self.check_mode = module.check_mode
+        self.js = None
+        self.results = {}
+
+    def run(self, client):
+        self.js = JetStream(client, domain=self.module.params.get("domain"),
+                            api_prefix=self.module.params.get("api_prefix"))
+        infos = {}
+        for desired in self.declared:
+            try:
+                infos[desired.name] = self.info(desired.name)
+            except JetStreamError as exc:
+                raise StreamFailure("stream %r %s: %s" % (desired.name, self.js.where(), exc))
+        create_version = None
+        if any(infos[d.name] is None and d.state == "present" and js_stream.needs_version(d.config)
+               for d in self.declared):
+            create_version = js_stream.version_from_account(self.js.call("INFO"))
+        plans = []
+        for desired in self.declared:
+            info = infos[desired.name]
+            version = js_stream.version_from_stream(info) if info else create_version
+            plans.append((desired, js_stream.plan(desired, info, version, self.js.where()), info))
+        for desired, plan, info in plans:
+            self.results[desired.name] = self.entry(plan, info)
+        self.warn_missing_origins(client, plans)
+        for action in _ORDER:
+            for desired, plan, info in plans:
+                if plan.action == action:
+                    self.apply(desired, plan)
+
+    def warn_missing_origins(self, client, plans):
+        """A mirror or source whose origin does not exist is created all the
+        same and only shows an error later: say so now."""
+        declared_here = set(d.name for d in self.declared if d.state == "present")
+        checked = {}
+        for desired, plan, _info in plans:
+            for field, origin, api in js_stream.origins_to_check(desired, plan):
+                if api is None and origin in declared_here:
+                    continue  # created by this run, before the streams that copy it
+                if (origin, api) not in checked:
+                    checked[(origin, api)] = self.origin_state(client, origin, api)
+                state = checked[(origin, api)]
+                if state:
+                    self.module.warn("stream %r %s: %s: its origin stream %r %s; the server creates the %s anyway "
+                                     "and retries until the origin appears" % (
+                                         desired.name, self.js.where(), field, origin, state,
+                                         "mirror" if field == "mirror" else "source"))
+
+    def origin_state(self, client, origin, api):
+        """None when the origin exists, else what is wrong with it."""
+        js = JetStream(client, api_prefix=api) if api else self.js
+        where = js.where() if api else "in the same domain"
+        try:
+            js.call("STREAM.INFO.%s" % origin)
+        except JetStreamError as exc:
+            if exc.err_code == js_stream.ERR_STREAM_NOT_FOUND:
+                return "does not exist %s" % where
+            return "could not be read %s (%s)" % (where, exc.description)
+        except NatsClientError as exc:
+            return "could not be looked up %s (%s)" % (where, exc)
+        return None
+
+    def info(self, name):
+        try:
+            return self.js.call("STREAM.INFO.%s" % name)
+        except JetStreamError as exc:
+            if exc.err_code == js_stream.ERR_STREAM_NOT_FOUND:
+                return None
+            raise
+
+    def entry(self, plan, info):
+        entry = dict(name=plan.name, action=plan.action, changed=False, stream=_stream(info))
+        if self.module._diff:
+            entry["diff"] = js_stream.diff(plan)
+        return entry
+
+    def apply(self, desired, plan):
+        name = plan.name
+        where = self.js.where()
+        requests = dict(delete=["DELETE"], create=["CREATE"], recreate=["DELETE", "CREATE"],
+                        update=["UPDATE"], promote=["UPDATE"])[plan.action]
+        reply = None
+        for request in requests:
+            try:
+                reply = self.js.change("STREAM.%s.%s" % (request, name), None if request == "DELETE" else plan.body,
+                                       self.check_mode)
+            except JetStreamError as exc:
+                if plan.action == "recreate" and request == "CREATE":
+                    self.results[name].update(changed=True, stream={})
+                    raise StreamFailure("stream %r %s: deleted to be recreated, but the server refused to create "
+                                        "it: %s" % (name, where, exc))
+                raise StreamFailure("stream %r %s: the server refused to %s it: %s"
+                                    % (name, where, plan.action, exc))
+        self.results[name]["changed"] = True
+        if self.check_mode:
+            return
+        # a create or update reply is the stream as the server now has it
+        info = None if plan.action == "delete" else (reply if (reply or {}).get("config") else self.info(name))
+        self.results[name]["stream"] = _stream(info)
+        if info is None:
+            if plan.action != "delete":
+                raise StreamFailure("stream %r %s: not found after %s" % (name, self.js.where(), plan.action))
+            return
+        missed = js_stream.not_applied(desired.config, info)
+        if missed:
+            have = js_stream.from_api(info["config"])
+            raise StreamFailure("stream %r %s: the server did not apply %s" % (name, self.js.where(), ", ".join(
+                "%s (asked %r, has %r)" % (f, _get(desired.config, f), _get(have, f)) for f in missed)))
+
+    def result(self, bulk):
+        entries = [self.results[d.name] for d in self.declared if d.name in self.results]
+        result = dict(changed=any(e["changed"] for e in entries), actions=self.js.actions if self.js else [])
+        if bulk:
+            result["streams"] = entries
+            if self.module._diff:
+                result["diff"] = [e["diff"] for e in entries if e["changed"]]
+        elif entries:
+            entry = entries[0]
+            result.update(name=entry["name"], action=entry["action"], stream=entry["stream"])
+            if self.module._diff:
+                result["diff"] = entry["diff"]
+        return result
+
+
+class StreamFailure(Exception):
+    """A failure after the plan: the result still reports what was sent."""
+
+
+def _stream(info):
+    if not info:
+        return {}
+    return dict((k, v) for k, v in info.items() if k not in _ENVELOPE)
+
+
+def _get(data, path):
+    for key in path.split("."):
+        data = data.get(key) if isinstance(data, dict) else None
+    return data

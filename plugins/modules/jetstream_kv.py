@@ -1,0 +1,387 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: jetstream_kv
+short_description: Manage JetStream key-value buckets, their copies across domains, and their entries
+description:
+  - Creates, updates or deletes key-value buckets, one per task or many (O(buckets)), and converges their entries.
+  - A bucket is the stream C(KV_<name>) on C($KV.<name>.>) with the mapping the nats clients use; it is managed by
+    the same stream manager as M(nats_edge.fleet.jetstream_stream), so it gets the same comparison of only what is
+    declared, the server's own update rules for its version, check and diff mode and the returned RV(actions).
+    Changing O(replicas) or any other option the server can change updates the bucket in place; a change it
+    cannot make fails naming the field. A bucket is never deleted to be recreated.
+  - O(mirror) makes a read-only copy of a bucket of another domain, which answers reads (direct gets) locally, also
+    while the origin's domain is down. Updating a copy keeps its origin's domain.
+  - O(sources) gathers the keys of buckets of other domains into this one (needs nats-server 2.10 or later, whose
+    subject transforms put the keys of a source under this bucket's subjects).
+  - O(entries) sets keys. Only keys whose last value differs are written, pipelined; the current values are read
+    with one consumer that delivers the last message of every key.
+author:
+  - nats_edge.fleet contributors (@nats_edge)
+extends_documentation_fragment:
+  - nats_edge.fleet.connection
+  - nats_edge.fleet.connection.jetstream
+attributes:
+  check_mode:
+    support: full
+    description: Reads the bucket and its values and returns what it would create, update, put and delete; sends none of it.
+  diff_mode:
+    support: full
+    description: Returns the bucket's configuration and the changed keys before and after.
+  idempotent:
+    support: full
+    description: A second run with the same options changes nothing and writes no key.
+options:
+  buckets:
+    description:
+      - Buckets to converge in one run, over one connection. Each item takes O(buckets[].name),
+        O(buckets[].state) and every bucket option of the single form (documented once, here, and they apply at the
+        top level too).
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Name of the bucket (letters, digits, V(-), V(_)).
+        type: str
+        required: true
+      state:
+        description: As O(state); the task's O(state) when left out.
+        type: str
+        choices: [present, absent]
+      <<: &bucket
+        description:
+          description: Description of the bucket.
+          type: str
+        history:
+          description: How many values each key keeps, 1 to 64. Left out, 1.
+          type: int
+        ttl:
+          description: How long a value lives, as seconds or a duration such as V(30d); V(0) (the default) forever.
+          type: raw
+        max_bytes:
+          description: Most bytes the bucket holds, as bytes or a size such as V(1GiB); V(-1) (the default) unlimited.
+          type: raw
+        max_value_size:
+          description: Largest value, as bytes or a size; V(-1) (the default) unlimited.
+          type: raw
+        storage:
+          description: Storage of the values (left out, V(file)). Cannot change on a live bucket.
+          type: str
+          choices: [file, memory]
+        replicas:
+          description: Replicas of the bucket in a clustered domain (left out, 1). Changed in place.
+          type: int
+        placement:
+          description: Where the bucket's replicas go.
+          type: dict
+          suboptions:
+            cluster:
+              description: Cluster to place the bucket in.
+              type: str
+            tags:
+              description: Server tags every replica's server must have.
+              type: list
+              elements: str
+        compression:
+          description: Compress the values on disk (S2). Needs nats-server 2.10 or later.
+          type: bool
+        metadata:
+          description: String keys and values stored with the bucket (nats-server 2.10 or later).
+          type: dict
+        republish:
+          description: Republish every change of a key to another subject (for example to feed a cache).
+          type: dict
+          suboptions:
+            src:
+              description: Keys to republish, as subjects; left out, every key (C($KV.<name>.>)).
+              type: str
+            dest:
+              description: Subject to republish to.
+              type: str
+              required: true
+            headers_only:
+              description: Republish the headers only, not the value.
+              type: bool
+        per_key_ttl:
+          description: Allow a TTL per value (the C(Nats-TTL) header). Needs nats-server 2.11 or later.
+          type: bool
+        limit_marker_ttl:
+          description:
+            - Leave a marker, kept this long, when a value expires or is removed by a limit, so watchers see it go.
+              Needs nats-server 2.11 or later.
+          type: raw
+        mirror:
+          description:
+            - Make the bucket a read-only copy of a bucket of another domain (or account). Not with O(sources) or
+              O(entries).
+            - The copy answers reads locally and keeps answering while the origin's domain is down.
+          type: dict
+          suboptions: &copy
+            name:
+              description: Name of the origin bucket.
+              type: str
+              required: true
+            domain:
+              description: JetStream domain of the origin bucket. Not with C(external).
+              type: str
+            external:
+              description: API prefix (and delivery prefix) of an origin in another account or domain.
+              type: dict
+              suboptions:
+                api:
+                  description: API prefix, such as C($JS.hub.API) or an imported C(JS.test@hub.API).
+                  type: str
+                  required: true
+                deliver:
+                  description: Delivery prefix for the copied values, when the account import needs one.
+                  type: str
+                  default: ""
+        sources:
+          description:
+            - Buckets (of other domains or accounts) whose keys this bucket also holds, for example every edge site's
+              bucket gathered at the hub. Keys of a source with another name are moved under this bucket's subjects by
+              a subject transform, which needs nats-server 2.10 or later.
+          type: list
+          elements: dict
+          suboptions: *copy
+        entries:
+          description:
+            - Keys and the values they should have. A string is stored as it is; anything else as JSON.
+            - Only keys whose last value differs are written. Not on a mirror, which is read-only.
+            - To keep values out of the output, set C(no_log) on the task.
+          type: dict
+        exclusive:
+          description: With O(entries), delete every key of the bucket that O(entries) does not list.
+          type: bool
+  <<: *bucket
+  name:
+    description: Name of the bucket. Required unless O(buckets) is used; cannot be combined with it.
+    type: str
+  state:
+    description:
+      - V(present) creates the bucket or brings it to the options set; V(absent) deletes it and its values.
+      - With O(buckets), the state of every item that does not set its own.
+    type: str
+    choices: [present, absent]
+    default: present
+notes:
+  - A bucket created elsewhere (C(nats kv add), a client) is managed the same way; options it has and the task
+    leaves out are compared with the nats clients' defaults (history 1, no ttl, no limits, file storage, 1 replica).
+seealso:
+  - module: nats_edge.fleet.jetstream_stream
+  - module: nats_edge.fleet.jetstream_object_store
+  - name: Key/Value store
+    description: How buckets work.
+    link: https://docs.nats.io/nats-concepts/jetstream/key-value-store
+"""
+
+EXAMPLES = r"""
+---
+- name: Configuration for the edge sites, kept at the hub
+  nats_edge.fleet.jetstream_kv:
+    servers: nats://hub-1:4222
+    domain: hub
+    name: fleet-config
+    history: 5
+    replicas: 3
+    entries:
+      log_level: info
+      sampling: {interval: 10s, metrics: [cpu, mem]}
+
+- name: A read-only copy in every spoke, which answers while the hub is down
+  nats_edge.fleet.jetstream_kv:
+    servers: nats://hub-1:4222
+    domain: "{{ item }}"
+    name: fleet-config
+    history: 5
+    mirror: {name: fleet-config, domain: hub}
+  loop: [spoke-1, spoke-2]
+
+- name: What every site reports, gathered at the hub
+  nats_edge.fleet.jetstream_kv:
+    servers: nats://hub-1:4222
+    domain: hub
+    name: site-status
+    sources:
+      - {name: status, domain: spoke-1}
+      - {name: status, domain: spoke-2}
+
+- name: Exactly these feature flags, nothing else
+  nats_edge.fleet.jetstream_kv:
+    servers: nats://hub-1:4222
+    domain: hub
+    name: flags
+    entries: {new_ui: "on", beta: "off"}
+    exclusive: true
+  no_log: true
+"""
+
+RETURN = r"""
+actions:
+  description: The JetStream API requests the run made (or, in check mode, would make) for the buckets' streams.
+  returned: always
+  type: list
+  elements: dict
+bucket:
+  description: The bucket's stream as the server has it after the run (single form).
+  returned: success and the single form is used
+  type: dict
+buckets:
+  description: Per bucket - C(name), C(action) on its stream, C(changed), C(stream), C(put) and C(deleted) keys.
+  returned: success and O(buckets) is used
+  type: list
+  elements: dict
+put:
+  description: Keys written (or, in check mode, that would be written) (single form).
+  returned: success and the single form is used
+  type: list
+  elements: str
+deleted:
+  description: Keys deleted (or that would be) because O(exclusive) is set (single form).
+  returned: success and the single form is used
+  type: list
+  elements: str
+"""
+
+import copy
+import json
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure, StreamManager
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    NatsClient, NatsClientError, nats_module, require_nats_py)
+
+ITEM = dict(name=dict(type="str", required=True), state=dict(type="str", choices=["present", "absent"]))
+ITEM.update(copy.deepcopy(kv.KV_OPTIONS))
+ARGUMENT_SPEC = dict(
+    copy.deepcopy(kv.KV_OPTIONS),
+    name=dict(type="str"),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    buckets=dict(type="list", elements="dict", options=ITEM),
+)
+
+
+def declared(params):
+    """[(bucket name, its options, state)] of the single or the bulk form."""
+    if params.get("buckets") is not None:
+        stray = sorted(k for k in kv.KV_OPTIONS if params.get(k) is not None)
+        if params.get("name") or stray:
+            raise kv.BucketError("set bucket options inside each item of buckets, not next to it (found: %s)"
+                                 % ", ".join((["name"] if params.get("name") else []) + stray))
+        items = [(b["name"], b, b.get("state") or params["state"]) for b in params["buckets"]]
+    elif params.get("name"):
+        items = [(params["name"], params, params["state"])]
+    else:
+        raise kv.BucketError("one of name or buckets is required")
+    for name, options, state in items:
+        kv.check_bucket("key-value", name)
+        if options.get("mirror") and options.get("entries") is not None:
+            raise kv.BucketError("bucket %r: entries: a mirror is read-only; set the entries on its origin %r" % (
+                name, options["mirror"]["name"]))
+        if options.get("exclusive") and options.get("entries") is None:
+            raise kv.BucketError("bucket %r: exclusive needs entries" % name)
+        if state == "present":
+            for key in options.get("entries") or {}:
+                kv.check_key(name, str(key))
+    return items
+
+
+def stream_items(items):
+    streams = []
+    for name, options, state in items:
+        item = kv.kv_stream(name, options) if state == "present" else {"name": "KV_" + name}
+        # a bucket is never recreated: its values would be lost
+        item.update(state=state, on_immutable_change="fail", allow_data_loss=False)
+        streams.append(item)
+    return streams
+
+
+class Entries(object):
+    """Reads the current values of the declared keys' buckets and writes what differs."""
+
+    def __init__(self, module, client, api_prefix):
+        self.module = module
+        self.client = client
+        self.api_prefix = api_prefix
+
+    def converge(self, name, options, exists):
+        if options.get("entries") is None:
+            return [], [], {}, {}
+        current = {}
+        if exists:
+            last = self.client.last_per_subject(self.api_prefix, "KV_" + name, "$KV.%s.>" % name)
+            current = kv.current_values(name, last)
+        puts, deletes = kv.plan_entries(name, options["entries"], current, options.get("exclusive"))
+        before = dict((k, kv.shown(current.get(k))) for k in sorted(set(puts) | set(deletes)))
+        after = dict((k, kv.shown(puts.get(k))) for k in sorted(set(puts) | set(deletes)))
+        if not self.module.check_mode and (puts or deletes):
+            messages = [("$KV.%s.%s" % (name, key), value, None) for key, value in sorted(puts.items())]
+            messages += [("$KV.%s.%s" % (name, key), b"", {kv.OPERATION: "DEL"}) for key in deletes]
+            for (subject, _data, _headers), reply in zip(messages, self.client.request_many(messages)):
+                answer = js_stream_reply(reply)
+                if answer.get("error"):
+                    raise StreamFailure("bucket %r: writing %s failed: %s" % (
+                        name, subject, answer["error"].get("description")))
+        return sorted(puts), deletes, before, after
+
+
+def js_stream_reply(msg):
+    try:
+        return json.loads(msg.data.decode() or "{}")
+    except ValueError:
+        return {"error": {"description": "not a JetStream ack: %r" % msg.data[:100]}}
+
+
+def main():
+    module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True,
+                         mutually_exclusive=[["name", "buckets"]])
+    params = module.params
+    try:
+        items = declared(params)
+        declared_streams = js_stream.desired_items({"streams": stream_items(items), "state": params["state"],
+                                                    "on_immutable_change": "fail", "allow_data_loss": False})
+    except (kv.BucketError, js_stream.StreamError) as exc:
+        module.fail_json(msg=str(exc), changed=False, actions=[])
+    require_nats_py(module)
+    manager = StreamManager(module, declared_streams)
+    per_bucket, diffs = [], []
+    try:
+        with NatsClient(params) as client:
+            manager.run(client)
+            entries = Entries(module, client, manager.js.prefix)
+            for (name, options, state), stream in zip(items, declared_streams):
+                entry = manager.results[stream.name]
+                put, deleted, before, after = [], [], {}, {}
+                if state == "present":
+                    exists = entry["action"] != "create"
+                    put, deleted, before, after = entries.converge(name, options, exists)
+                per_bucket.append(dict(name=name, action=entry["action"], stream=entry["stream"],
+                                       changed=entry["changed"] or bool(put or deleted), put=put, deleted=deleted))
+                if module._diff:
+                    diffs.append(dict(before=dict((entry.get("diff") or {}).get("before") or {}, entries=before),
+                                      after=dict((entry.get("diff") or {}).get("after") or {}, entries=after)))
+    except (kv.BucketError, js_stream.StreamError, StreamFailure, NatsClientError) as exc:
+        module.fail_json(msg=str(exc), changed=any(b["changed"] for b in per_bucket) or manager.result(True)["changed"],
+                         actions=manager.js.actions if manager.js else [])
+    result = dict(changed=any(b["changed"] for b in per_bucket), actions=manager.js.actions)
+    if params.get("buckets") is not None:
+        result["buckets"] = per_bucket
+        if module._diff:
+            result["diff"] = [d for d, b in zip(diffs, per_bucket) if b["changed"]]
+    else:
+        single = per_bucket[0]
+        result.update(bucket=single["stream"], put=single["put"], deleted=single["deleted"])
+        if module._diff:
+            result["diff"] = diffs[0]
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

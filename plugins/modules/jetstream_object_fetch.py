@@ -1,0 +1,133 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: jetstream_object_fetch
+short_description: Write an object of a JetStream object store, or of a copy of one, to a file, digest checked
+description:
+  - Reads an object from an object store - also from a read-only copy (O(nats_edge.fleet.jetstream_object_store#module:mirror))
+    in an edge site's own domain, which keeps answering while the hub is down - and writes it to O(dest).
+  - The file is written whole (a temporary file, then a rename) and only once the content matched the object's
+    SHA-256 digest; a mismatch fails and leaves O(dest) as it was.
+  - Idempotent - when O(dest) already has the object's digest, only the object's metadata is read.
+  - Run it on the host that needs the file (it needs nats-py there and a connection to the site's servers), or on
+    the controller and copy the file to the host.
+author:
+  - nats_edge.fleet contributors (@nats_edge)
+extends_documentation_fragment:
+  - nats_edge.fleet.connection
+  - nats_edge.fleet.connection.jetstream
+attributes:
+  check_mode:
+    support: full
+    description: Reads the object's metadata and the file's digest, and reports whether the file would change.
+  diff_mode:
+    support: full
+    description: Returns the file's digest before and after.
+  idempotent:
+    support: full
+    description: A second run writes nothing.
+options:
+  bucket:
+    description: Name of the object store (or of the copy).
+    type: str
+    required: true
+  name:
+    description: Name of the object.
+    type: str
+    required: true
+  dest:
+    description: The file to write. Its directory must exist.
+    type: path
+    required: true
+  mode:
+    description: Mode of the written file.
+    type: raw
+    default: "0644"
+seealso:
+  - module: nats_edge.fleet.jetstream_object_store
+"""
+
+EXAMPLES = r"""
+---
+- name: Firmware from the site's own copy of the hub's store (works with the hub down)
+  nats_edge.fleet.jetstream_object_fetch:
+    servers: nats://127.0.0.1:4222
+    domain: spoke-1
+    bucket: firmware
+    name: gateway-2.4.1.bin
+    dest: /var/lib/gateway/gateway-2.4.1.bin
+    mode: "0640"
+"""
+
+RETURN = r"""
+digest:
+  description: The object's digest (C(SHA-256=...)), which the written file has.
+  returned: success
+  type: str
+size:
+  description: Size of the object in bytes.
+  returned: success
+  type: int
+dest:
+  description: The file written.
+  returned: success
+  type: str
+"""
+
+import os
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
+
+ARGUMENT_SPEC = dict(
+    bucket=dict(type="str", required=True),
+    name=dict(type="str", required=True),
+    dest=dict(type="path", required=True),
+    mode=dict(type="raw", default="0644"),
+)
+
+
+def main():
+    module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True)
+    p = module.params
+    where = "object %r of bucket %r" % (p["name"], p["bucket"])
+    try:
+        kv.check_bucket("object store", p["bucket"])
+        mode = int(str(p["mode"]), 8)
+    except (kv.BucketError, ValueError) as exc:
+        module.fail_json(msg="%s: %s" % (where, exc if isinstance(exc, kv.BucketError) else
+                                         "mode: %r is not an octal mode" % p["mode"]))
+    if not os.path.isdir(os.path.dirname(os.path.abspath(p["dest"]))):
+        module.fail_json(msg="%s: dest: the directory of %s does not exist" % (where, p["dest"]))
+    require_nats_py(module)
+    before = objects.file_digest(p["dest"]) if os.path.isfile(p["dest"]) else None
+    try:
+        with NatsClient(p) as client:
+            js = JetStream(client, domain=p.get("domain"), api_prefix=p.get("api_prefix"))
+            found = objects.objects(client, js, p["bucket"]).get(p["name"])
+            if found is None:
+                raise objects.ObjectError("it is not in the bucket %s" % js.where())
+            changed = not kv.same_digest(before, found.get("digest"))
+            if changed and not module.check_mode:
+                objects.fetch(client, js, p["bucket"], p["name"], p["dest"], mode)
+    except (objects.ObjectError, NatsClientError, JetStreamError, OSError) as exc:
+        module.fail_json(msg="%s: %s" % (where, exc))
+    if not changed and not module.check_mode and os.stat(p["dest"]).st_mode & 0o7777 != mode:
+        os.chmod(p["dest"], mode)
+        changed = True
+    result = dict(changed=changed, digest=found.get("digest"), size=found.get("size"), dest=p["dest"])
+    if module._diff:
+        result["diff"] = dict(before={"digest": before}, after={"digest": found.get("digest")})
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

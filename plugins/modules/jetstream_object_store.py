@@ -1,0 +1,291 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: jetstream_object_store
+short_description: Manage a JetStream object store, its copies across domains, and its objects
+description:
+  - Creates, updates or deletes an object store (the stream C(OBJ_<name>) on C($O.<name>.C.>) and C($O.<name>.M.>),
+    as the nats clients make it) with the stream manager of M(nats_edge.fleet.jetstream_stream) - the same comparison,
+    update rules, check and diff mode and RV(actions). It is never deleted to be recreated.
+  - O(mirror) makes a read-only copy of a store of another domain; M(nats_edge.fleet.jetstream_object_fetch) reads
+    objects from such a copy, also while the origin's domain is down.
+  - O(objects) uploads files or content. An object is uploaded only when its SHA-256 digest differs from the stored
+    one, so a run with nothing to do reads the objects' metadata only, never their chunks. Chunks are sent pipelined.
+author:
+  - nats_edge.fleet contributors (@nats_edge)
+extends_documentation_fragment:
+  - nats_edge.fleet.connection
+  - nats_edge.fleet.connection.jetstream
+attributes:
+  check_mode:
+    support: full
+    description: Reads the store and its objects' metadata and returns what it would change; sends nothing that changes.
+  diff_mode:
+    support: full
+    description: Returns the store's configuration and the changed objects' digests before and after.
+  idempotent:
+    support: full
+    description: A second run with the same options changes nothing and uploads nothing.
+options:
+  name:
+    description: Name of the object store (letters, digits, V(-), V(_)).
+    type: str
+    required: true
+  state:
+    description: V(present) creates the store or brings it to the options set; V(absent) deletes it and its objects.
+    type: str
+    choices: [present, absent]
+    default: present
+  description:
+    description: Description of the store.
+    type: str
+  ttl:
+    description: How long an object lives, as seconds or a duration such as V(30d); V(0) (the default) forever.
+    type: raw
+  max_bytes:
+    description: Most bytes the store holds, as bytes or a size such as V(10GiB); V(-1) (the default) unlimited.
+    type: raw
+  storage:
+    description: Storage of the objects (left out, V(file)). Cannot change on a live store.
+    type: str
+    choices: [file, memory]
+  replicas:
+    description: Replicas in a clustered domain (left out, 1). Changed in place.
+    type: int
+  placement:
+    description: Where the store's replicas go.
+    type: dict
+    suboptions:
+      cluster:
+        description: Cluster to place the store in.
+        type: str
+      tags:
+        description: Server tags every replica's server must have.
+        type: list
+        elements: str
+  compression:
+    description: Compress the objects on disk (S2). Needs nats-server 2.10 or later.
+    type: bool
+  metadata:
+    description: String keys and values stored with the store (nats-server 2.10 or later).
+    type: dict
+  mirror:
+    description: Make the store a read-only copy of a store of another domain (or account). Not with O(objects).
+    type: dict
+    suboptions:
+      name:
+        description: Name of the origin store.
+        type: str
+        required: true
+      domain:
+        description: JetStream domain of the origin store. Not with O(mirror.external).
+        type: str
+      external:
+        description: API prefix (and delivery prefix) of an origin in another account or domain.
+        type: dict
+        suboptions:
+          api:
+            description: API prefix, such as C($JS.hub.API).
+            type: str
+            required: true
+          deliver:
+            description: Delivery prefix for the copied messages, when the account import needs one.
+            type: str
+            default: ""
+  objects:
+    description: Objects the store should hold. Each is uploaded only when its digest differs.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Name of the object.
+        type: str
+        required: true
+      src:
+        description: A file on the host the module runs on (usually the controller) to upload. Not with O(objects[].content).
+        type: path
+      content:
+        description: Text to store as the object. Not with O(objects[].src).
+        type: str
+      description:
+        description: Description of the object.
+        type: str
+      metadata:
+        description: String keys and values stored with the object.
+        type: dict
+  exclusive:
+    description: With O(objects), delete every object of the store that O(objects) does not list.
+    type: bool
+    default: false
+seealso:
+  - module: nats_edge.fleet.jetstream_object_fetch
+  - module: nats_edge.fleet.jetstream_kv
+"""
+
+EXAMPLES = r"""
+---
+- name: Firmware for the edge sites, kept at the hub
+  nats_edge.fleet.jetstream_object_store:
+    servers: nats://hub-1:4222
+    domain: hub
+    name: firmware
+    replicas: 3
+    objects:
+      - name: gateway-2.4.1.bin
+        src: files/gateway-2.4.1.bin
+        metadata: {board: rpi4}
+      - name: CHANNEL
+        content: stable
+
+- name: A copy in each spoke, readable while the hub is down
+  nats_edge.fleet.jetstream_object_store:
+    servers: nats://hub-1:4222
+    domain: "{{ item }}"
+    name: firmware
+    mirror: {name: firmware, domain: hub}
+  loop: [spoke-1, spoke-2]
+"""
+
+RETURN = r"""
+actions:
+  description: The JetStream API requests the run made (or would make) for the store's stream.
+  returned: always
+  type: list
+  elements: dict
+store:
+  description: The store's stream as the server has it after the run.
+  returned: success
+  type: dict
+uploaded:
+  description: Objects uploaded (or, in check mode, that would be).
+  returned: success
+  type: list
+  elements: str
+updated:
+  description: Objects whose description or metadata changed, without uploading them again.
+  returned: success
+  type: list
+  elements: str
+deleted:
+  description: Objects deleted because O(exclusive) is set.
+  returned: success
+  type: list
+  elements: str
+"""
+
+import copy
+import os
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure, StreamManager
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
+
+ARGUMENT_SPEC = dict(
+    copy.deepcopy(kv.BUCKET_OPTIONS),
+    name=dict(type="str", required=True),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    objects=dict(type="list", elements="dict", options=dict(
+        name=dict(type="str", required=True), src=dict(type="path"), content=dict(type="str"),
+        description=dict(type="str"), metadata=dict(type="dict")), mutually_exclusive=[["src", "content"]],
+        required_one_of=[["src", "content"]]),
+    exclusive=dict(type="bool", default=False),
+)
+
+
+def checked(params):
+    """The declared objects with their digests; every file is looked at before anything is sent."""
+    bucket = params["name"]
+    kv.check_bucket("object store", bucket)
+    if params.get("mirror") and params.get("objects") is not None:
+        raise kv.BucketError("bucket %r: objects: a mirror is read-only; put the objects in its origin %r" % (
+            bucket, params["mirror"]["name"]))
+    wanted, seen = {}, set()
+    for index, obj in enumerate(params.get("objects") or []):
+        if obj["name"] in seen:
+            raise kv.BucketError("bucket %r: objects[%d]: %r is listed twice" % (bucket, index, obj["name"]))
+        seen.add(obj["name"])
+        if obj.get("src") is not None:
+            if not os.path.isfile(obj["src"]):
+                raise kv.BucketError("bucket %r: objects[%d].src: %s is not a file (object %r)" % (
+                    bucket, index, obj["src"], obj["name"]))
+            digest = objects.file_digest(obj["src"])
+        else:
+            digest = objects.content_digest(obj["content"].encode())
+        wanted[obj["name"]] = dict(obj, digest=digest)
+    return wanted
+
+
+def converge_objects(module, client, js, bucket, wanted, exists):
+    current = objects.objects(client, js, bucket) if exists else {}
+    uploads = [name for name, obj in wanted.items()
+               if name not in current or not kv.same_digest(obj["digest"], current[name].get("digest"))]
+    updates = [name for name, obj in wanted.items() if name not in uploads
+               and kv.meta_differs(current[name], obj.get("description"), obj.get("metadata"))]
+    deletes = sorted(set(current) - set(wanted)) if module.params["exclusive"] else []
+    if not module.check_mode:
+        for name in uploads:
+            obj = wanted[name]
+            source = obj["src"] if obj.get("src") is not None else obj["content"].encode()
+            objects.upload(client, js, bucket, name, source, obj["digest"], obj.get("description"),
+                           obj.get("metadata"), current.get(name))
+        for name in updates:
+            objects.update_meta(client, bucket, current[name], wanted[name].get("description"),
+                                wanted[name].get("metadata"))
+        for name in deletes:
+            objects.remove(client, js, bucket, current[name])
+    changed = sorted(set(uploads) | set(updates) | set(deletes))
+    diff = dict(before=dict((n, (current.get(n) or {}).get("digest")) for n in changed),
+                after=dict((n, (wanted.get(n) or {}).get("digest")) for n in changed))
+    return sorted(uploads), sorted(updates), deletes, diff
+
+
+def main():
+    module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True)
+    params = module.params
+    try:
+        wanted = checked(params)
+        if params["state"] == "present":
+            item = kv.object_store_stream(params["name"], params)
+        else:
+            item = {"name": "OBJ_" + params["name"]}
+        item.update(state=params["state"], on_immutable_change="fail", allow_data_loss=False)
+        declared = js_stream.desired_items({"streams": [item]})
+    except (kv.BucketError, js_stream.StreamError, OSError) as exc:
+        module.fail_json(msg=str(exc), changed=False, actions=[])
+    require_nats_py(module)
+    manager = StreamManager(module, declared)
+    result = dict(uploaded=[], updated=[], deleted=[])
+    try:
+        with NatsClient(params) as client:
+            manager.run(client)
+            entry = manager.results[declared[0].name]
+            result.update(store=entry["stream"], changed=entry["changed"])
+            if params["state"] == "present" and params.get("objects") is not None:
+                uploaded, updated, deleted, diff = converge_objects(module, client, manager.js, params["name"],
+                                                                    wanted, entry["action"] != "create")
+                result.update(uploaded=uploaded, updated=updated, deleted=deleted,
+                              changed=entry["changed"] or bool(uploaded or updated or deleted))
+                if module._diff:
+                    result["diff"] = dict(before=dict(entry.get("diff", {}).get("before") or {}, objects=diff["before"]),
+                                          after=dict(entry.get("diff", {}).get("after") or {}, objects=diff["after"]))
+            elif module._diff:
+                result["diff"] = entry.get("diff")
+    except (kv.BucketError, js_stream.StreamError, StreamFailure, NatsClientError, JetStreamError,
+            objects.ObjectError, OSError) as exc:
+        module.fail_json(msg="object store %r: %s" % (params["name"], exc), changed=bool(
+            result.get("changed") or result["uploaded"] or manager.result(False)["changed"]),
+            actions=manager.js.actions if manager.js else [], **dict((k, result[k]) for k in ("uploaded",)))
+    module.exit_json(actions=manager.js.actions, **result)
+
+
+if __name__ == "__main__":
+    main()
