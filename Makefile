@@ -143,14 +143,14 @@ lint: lint-playbooks lint-ansible lint-changelog sanity sanity-oldest lint-docs 
 
 .PHONY: lint-playbooks
 lint-playbooks: venv
-	ansible-playbook --syntax-check -i inventories/lab playbooks/site.yml playbooks/streams.yml playbooks/report.yml
+	ansible-playbook --syntax-check -i inventories/lab playbooks/site.yml playbooks/streams.yml playbooks/report.yml playbooks/spark.yml
 	@# ansible-doc renders every module with its fragments (it exits 0 even for a module it cannot find)
 	ansible-doc --json $(MODULES) | python3 -c 'import json, sys; \
 	  docs = json.load(sys.stdin); missing = [m for m in sys.argv[1:] if not (docs.get(m) or {}).get("doc")]; \
 	  sys.exit("no documentation for: %s" % " ".join(missing) if missing else 0)' $(MODULES)
 	@# and every filter and role entry point
 	! ansible-doc -t filter -l nats_edge.fleet | grep UNDOCUMENTED
-	ansible-doc -t role nats_edge.fleet.nats_server >/dev/null
+	for role in roles/*/; do ansible-doc -t role nats_edge.fleet.$$(basename $$role) >/dev/null; done
 
 .PHONY: lint-ansible
 lint-ansible: venv

@@ -53,7 +53,7 @@ def start_server(workdir):
                      'max_file_store: 8589934592 }\n' % (port, os.path.join(workdir, "js")))
     proc = subprocess.Popen([NATS_SERVER, "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     url = "nats://127.0.0.1:%d" % port
-    for _ in range(100):
+    for _attempt in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return proc, url
@@ -166,7 +166,7 @@ def spark_reader(spark, url, stream, partitions):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--messages", type=int, default=1000000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 2, 4])
@@ -207,8 +207,8 @@ def main():
                 if count is not None and count != args.messages:
                     raise SystemExit("%s read %d messages, not %d" % (name, count, args.messages))
                 rates[name].append(args.messages / seconds)
-            print("round %d: %s" % (round_number + 1, ", ".join("%s %.0fk" % (n, r[-1] / 1000)
-                                                               for n, r in rates.items())), flush=True)
+            latest = ", ".join("%s %.0fk" % (n, r[-1] / 1000) for n, r in rates.items())
+            print("round %d: %s" % (round_number + 1, latest), flush=True)
         spark.stop()
         medians = {name: statistics.median(values) for name, values in rates.items()}
         references = [(medians[n], n) for n in medians if n.startswith("go-")] or [(medians[n], n) for n in medians]

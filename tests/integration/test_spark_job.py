@@ -7,16 +7,18 @@ import json
 import math
 import os
 import threading
-import time
 
 import pytest
 
-from conftest import SERVERS
-from test_spark_source import js_call, publish, spark, wait_for  # noqa: F401 (spark is a fixture)
+from conftest import SERVERS, spark_missing
 
-from pyspark_jetstream import job, reference, telemetry
-from pyspark_jetstream._nats import Connection
-from pyspark_jetstream._reader import RangeReader, ack_fields
+try:
+    from test_spark_source import js_call, publish, wait_for
+    from pyspark_jetstream import job, reference, telemetry
+    from pyspark_jetstream._nats import Connection
+    from pyspark_jetstream._reader import RangeReader, ack_fields
+except ImportError as missing:
+    pytest.skip(spark_missing(missing), allow_module_level=True)
 
 WINDOW = 60
 

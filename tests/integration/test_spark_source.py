@@ -6,31 +6,19 @@ creds + TLS + another account's API (share_stream exports), and a domain."""
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import _js_conf, free_port, operator_mode_conf
+from conftest import _js_conf, free_port, operator_mode_conf, spark_missing
 from test_nsc_exports import build_store
 
-from pyspark_jetstream._jetstream import JetStream
-from pyspark_jetstream._nats import Connection
-from pyspark_jetstream._reader import RangeReader, ack_fields
-
-
-@pytest.fixture(scope="session")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("tests")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+try:
+    from pyspark_jetstream._jetstream import JetStream
+    from pyspark_jetstream._nats import Connection
+    from pyspark_jetstream._reader import RangeReader, ack_fields
+except ImportError as missing:
+    pytest.skip(spark_missing(missing), allow_module_level=True)
 
 
 @pytest.fixture
@@ -155,7 +143,7 @@ def test_the_reader_stops_at_its_range_while_the_stream_changes(js_server):
                 # meanwhile: messages deleted ahead of the reader, more appended past the range
                 for seq in (150, 151, 200):
                     js_call(js_server, "STREAM.MSG.DELETE.c", {"seq": seq})
-                publish(js_server, (("c", b"late") for _ in range(30)))
+                publish(js_server, (("c", b"late") for _n in range(30)))
     # what was already on its way may still arrive; nothing else deleted, nothing past the range
     assert seen == sorted(set(seen)) and seen[:10] == list(range(1, 11)) and max(seen) <= 200
     assert set(range(1, 200)) - {150, 151} <= set(seen)
@@ -214,9 +202,9 @@ def test_another_account_reads_over_tls_with_creds_through_shared_exports(spark,
 
     # without the deliver prefix the account cannot receive the deliveries; without TLS no connection
     with pytest.raises(Exception, match="nothing arrives on _INBOX"):
-        read(spark, url, "telemetry", **dict(options, deliver_prefix="_INBOX", timeout=3)).collect()
+        read(spark, url, "telemetry", **{**options, "deliver_prefix": "_INBOX", "timeout": 3}).collect()
     with pytest.raises(Exception, match="cannot connect|TLS|certificate"):
-        read(spark, url, "telemetry", **dict(options, tls_ca="", tls_verify="true", timeout=3)).collect()
+        read(spark, url, "telemetry", **{**options, "tls_ca": "", "tls_verify": "true", "timeout": 3}).collect()
 
 
 def test_a_stream_in_another_domain_is_read_through_a_leaf(spark, hub_and_leaf):

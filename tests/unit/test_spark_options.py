@@ -83,7 +83,7 @@ def test_offsets_belong_to_their_stream():
     (1, 100, 10, None, 11),      # max_messages_per_trigger
     (95, 100, 10, None, 101),    # fewer left than the limit
     (1, 100, None, 51, 51),      # Trigger.AvailableNow stops at what was there when it started
-    (101, 100, None, None, 101), # nothing new
+    (101, 100, None, None, 101),  # nothing new
     (50, 30, None, None, 50),    # the stream was purged below us: never go back
 ])
 def test_end_offset(start, last, most, cap, end):

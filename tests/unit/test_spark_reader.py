@@ -23,8 +23,8 @@ def msg(sid, sseq, cseq, pending, subject=b"t.a", data=b"x", headers=None):
     reply = ack(sseq, cseq, pending)
     if headers is None:
         return b"MSG %s %d %s %d\r\n%s\r\n" % (subject, sid, reply, len(data), data)
-    return b"HMSG %s %d %s %d %d\r\n%s%s\r\n" % (subject, sid, reply, len(headers), len(headers) + len(data),
-                                                  headers, data)
+    sizes = (len(headers), len(headers) + len(data))
+    return b"HMSG %s %d %s %d %d\r\n%s%s\r\n" % ((subject, sid, reply) + sizes + (headers, data))
 
 
 def status(sid, text, reply=None, extra=b""):

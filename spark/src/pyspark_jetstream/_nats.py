@@ -401,7 +401,7 @@ class Connection(object):
             out.append(b"PUB %s %s%d %d\r\n%s\r\n" % (subject, prefix, number, len(payload), payload))
         self.sock.sendall(b"".join(out))
         last = None
-        for _ in batch:
+        for _message in batch:
             frame = self.next_frame(timeout=timeout or self.timeout)
             while frame.sid != sid:
                 frame = self.next_frame(timeout=timeout or self.timeout)

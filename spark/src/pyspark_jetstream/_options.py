@@ -72,7 +72,7 @@ def _float(options, name, default):
         number = float(value)
     except ValueError:
         raise OptionError("jetstream option %r: %r is not a number" % (name, value))
-    if not number > 0 or math.isinf(number):
+    if math.isnan(number) or number <= 0 or math.isinf(number):
         raise OptionError("jetstream option %r: must be positive, got %r" % (name, value))
     return number
 
@@ -349,7 +349,7 @@ def parse_json_rows(payloads, fields):
         try:
             document = _loads(payload)
         except (_JSONError, UnicodeDecodeError, ValueError) as exc:
-            _row_error(columns, errors, "not JSON: %s" % str(exc).split("\n")[0][:80])
+            _row_error(columns, errors, "not JSON: %s" % str(exc).split("\n", maxsplit=1)[0][:80])
             continue
         if not isinstance(document, dict):
             _row_error(columns, errors, "not a JSON object but %s" % _describe(document))

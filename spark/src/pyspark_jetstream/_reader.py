@@ -109,8 +109,7 @@ class RangeReader(object):
         try:
             if pending == 0:
                 return
-            for chunk in self._chunks():
-                yield chunk
+            yield from self._chunks()
         finally:
             try:
                 self._stop()
@@ -296,6 +295,5 @@ def _reframe(frame):
     reply = frame.reply + b" " if frame.reply else b""
     if frame.headers is None:
         return b"MSG %s %d %s%d\r\n%s\r\n" % (frame.subject, frame.sid, reply, len(frame.payload), frame.payload)
-    return b"HMSG %s %d %s%d %d\r\n%s%s\r\n" % (frame.subject, frame.sid, reply, len(frame.headers),
-                                                 len(frame.headers) + len(frame.payload), frame.headers,
-                                                 frame.payload)
+    sizes = (len(frame.headers), len(frame.headers) + len(frame.payload))
+    return b"HMSG %s %d %s%d %d\r\n%s%s\r\n" % ((frame.subject, frame.sid, reply) + sizes + (frame.headers, frame.payload))

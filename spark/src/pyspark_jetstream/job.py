@@ -244,7 +244,7 @@ def run(config, once=False, spark=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="jetstream-aggregate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="jetstream-aggregate", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--config", help="the job's YAML or JSON configuration")
     parser.add_argument("--check-config", metavar="FILE", help="check a configuration file and exit")
     parser.add_argument("--once", action="store_true", help="streaming mode too: read what is there, then stop")
