@@ -1,6 +1,8 @@
-"""Edge telemetry for the spark scenario: the streams (--setup), messages from
-pyspark_jetstream.reference.sample, and (--report) the time from publishing
-to the job's summary saying the messages are in the Parquet output."""
+"""Edge telemetry for the spark scenario: messages from
+pyspark_jetstream.reference.sample, each published at its own site's server
+(--edge SITE=URL) with the writers' creds; waits until the hub stream has
+sourced them all and (--report) until the job's summary says they are in the
+Parquet output, and writes the timings."""
 
 import argparse
 import json
@@ -11,55 +13,60 @@ from pyspark_jetstream import reference
 from pyspark_jetstream._jetstream import JetStream
 from pyspark_jetstream._nats import Connection
 
-SITES = ("spoke-1", "spoke-2")
-
-
-def hub_count(conn):
-    return JetStream(conn).stream_info("telemetry")["state"]["messages"]
+HUB_STREAM = "telemetry"
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("url")
-    parser.add_argument("--setup", action="store_true")
+    parser.add_argument("--hub", required=True, help="a hub server's URL")
+    parser.add_argument("--edge", action="append", required=True, help="SITE=URL of the site's server")
+    parser.add_argument("--creds", required=True, help="creds of a user of the writers' account")
+    parser.add_argument("--reader-creds", help="creds of the job's user, to hear its summary")
+    parser.add_argument("--summary", default="analytics.summary")
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--report", help="wait for the job's summary and write the timing here (JSON)")
     args = parser.parse_args()
-    with Connection([args.url], timeout=10) as conn:
-        js = JetStream(conn)
-        if args.setup:
-            for site in SITES:
-                js.call("STREAM.CREATE.%s" % site, {"name": site, "subjects": ["telemetry.%s.>" % site],
-                                                     "storage": "file"})
-            js.call("STREAM.CREATE.telemetry", {"name": "telemetry", "storage": "file",
-                                                 "sources": [{"name": s} for s in SITES]})
-        expected = hub_count(conn) + args.count
+    edges = dict(edge.split("=", 1) for edge in args.edge)
+    messages = {site: [] for site in edges}
+    for subject, payload in reference.sample(args.count, args.start, sites=tuple(sorted(edges))):
+        messages[subject.split(".")[1]].append((subject, payload))
+
+    with Connection([args.hub], creds=args.creds, timeout=10) as hub:
+        def hub_count():
+            return JetStream(hub).stream_info(HUB_STREAM)["state"]["messages"]
+
+        expected = hub_count() + args.count
+        listener = None
         if args.report:
-            inbox = conn.subscribe("analytics.summary")
-            conn.flush()
+            listener = Connection([args.hub], creds=args.reader_creds, timeout=10)
+            inbox = listener.subscribe(args.summary)
+            listener.flush()
         started = time.time()
-        conn.publish_acked(reference.sample(args.count, args.start, sites=SITES))
+        for site, url in sorted(edges.items()):
+            with Connection([url], creds=args.creds, timeout=10) as edge:
+                edge.publish_acked(messages[site])
         published = time.time()
-        deadline = time.monotonic() + 120
-        while hub_count(conn) < expected:
+        deadline = time.monotonic() + 180
+        while hub_count() < expected:
             if time.monotonic() > deadline:
-                sys.exit("the hub stream did not source all messages")
+                sys.exit("the hub stream did not source all messages (%d of %d)" % (hub_count(), expected))
             time.sleep(0.05)
         sourced = time.time()
-        result = {"messages": args.count, "publish_s": round(published - started, 3),
-                  "sourced_s": round(sourced - published, 3)}
-        if args.report:
+    result = {"messages": args.count, "publish_s": round(published - started, 3),
+              "sourced_after_last_publish_s": round(sourced - published, 3)}
+    if listener is not None:
+        with listener:
             while True:
-                frame = conn.next_frame(timeout=max(1, deadline - time.monotonic()))
+                frame = listener.next_frame(timeout=max(1, deadline - time.monotonic()))
                 if frame.sid == inbox and json.loads(frame.payload)["totals"]["messages"] >= expected:
                     break
-            done = time.time()
-            result.update(parquet_after_last_publish_s=round(done - published, 3),
-                          parquet_after_first_publish_s=round(done - started, 3))
-            with open(args.report, "w") as handle:
-                json.dump(result, handle)
-        print(json.dumps(result))
+        done = time.time()
+        result.update(parquet_after_last_publish_s=round(done - published, 3),
+                      parquet_after_first_publish_s=round(done - started, 3))
+        with open(args.report, "w") as handle:
+            json.dump(result, handle)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """The pipeline on lab hosts: the job's Parquet output equals the plain-Python
-aggregation of the hub stream, invalid telemetry is kept aside, the job ran
-on the cluster's workers, and the services are hardened."""
+aggregation of the hub stream (what the spokes sourced into it), invalid
+telemetry is kept aside, the job ran on the cluster's workers and read as the
+analytics account, and the services are hardened."""
 
+import datetime as dt
 import json
 import math
+import os
 
 import pytest
 
@@ -13,6 +16,7 @@ from pyspark_jetstream._reader import RangeReader, ack_fields
 
 VENV = "/opt/nats-edge-spark/venv/bin/python"
 OUTPUT = "/var/lib/jetstream-aggregate/output"
+CREDS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "fleet", "creds")
 
 
 def http_json(host, url):
@@ -21,9 +25,10 @@ def http_json(host, url):
 
 
 def hub_messages(lab):
-    address = lab["spark1"].interface("eth0").addresses[0]
+    address = lab["hub1"].interface("eth0").addresses[0]
     messages = []
-    with Connection(["nats://%s:4222" % address], timeout=10) as conn:
+    with Connection(["nats://%s:4222" % address], creds=os.path.join(CREDS, "TELEMETRY", "edge.creds"),
+                    timeout=10) as conn:
         for chunk in RangeReader(conn, "$JS.API", "telemetry", 1, 10 ** 9).batches():
             for subject, reply, data in zip(chunk.subjects, chunk.replies, chunk.data):
                 seq, _cseq, nanos, _pending = ack_fields(reply)
@@ -42,10 +47,9 @@ def test_the_output_matches_the_plain_python_aggregation(lab):
     messages = hub_messages(lab)
     assert len(messages) == 2500
     rows, rejects = reference.compute(messages, 60)
-    host = lab["spark1"]
+    host = lab["hub1"]
     state = json.loads(host.file(OUTPUT + "/_state.json").content_string)
     assert state["totals"]["messages"] == 2500 and state["totals"]["rejected"] == len(rejects) > 0
-    import datetime as dt
     got = {}
     for row in output_rows(host, "aggregates"):
         start = dt.datetime.fromisoformat(row["window_start"])
@@ -61,17 +65,17 @@ def test_the_output_matches_the_plain_python_aggregation(lab):
 
 
 def test_the_job_runs_on_the_cluster_with_executors_on_both_workers(lab):
-    master = http_json(lab["spark1"], "http://spark1:8080/json/")
+    master = http_json(lab["hub1"], "http://hub1:8080/json/")
     assert master["aliveworkers"] == 2
     apps = [a for a in master["activeapps"] if a["name"] == "jetstream-aggregate"]
     assert len(apps) == 1, master["activeapps"]
-    for name in ("spark1", "spark2"):
+    for name in ("spoke1", "spoke2"):
         worker = http_json(lab[name], "http://%s:8081/json/" % name)
         assert [e["appid"] for e in worker["executors"]] == [apps[0]["id"]], worker["executors"]
 
 
-@pytest.mark.parametrize("name, unit", [("spark1", "spark-master"), ("spark1", "spark-worker"),
-                                        ("spark2", "spark-worker"), ("spark1", "jetstream-aggregate")])
+@pytest.mark.parametrize("name, unit", [("hub1", "spark-master"), ("spoke1", "spark-worker"),
+                                        ("spoke2", "spark-worker"), ("hub1", "jetstream-aggregate")])
 def test_services_run_hardened_as_spark(lab, name, unit):
     host = lab[name]
     assert host.service(unit).is_running and host.service(unit).is_enabled
@@ -80,8 +84,18 @@ def test_services_run_hardened_as_spark(lab, name, unit):
     assert props == {"NoNewPrivileges": "yes", "ProtectSystem": "strict", "PrivateTmp": "yes", "User": "spark"}
 
 
+def test_the_job_reads_as_the_analytics_account(lab):
+    host = lab["hub1"]
+    creds = host.file("/etc/jetstream-aggregate/reader.creds")
+    assert creds.user == "spark" and creds.mode == 0o600
+    with open(os.path.join(CREDS, "ANALYTICS", "spark.creds")) as handle:
+        assert creds.content_string == handle.read()
+    config = host.check_output("cat /etc/jetstream-aggregate/job.yml")
+    assert "api_prefix: JS.TELEMETRY@hub.API" in config, config
+
+
 def test_the_creds_and_config_are_private(lab):
-    host = lab["spark1"]
+    host = lab["hub1"]
     config = host.file("/etc/jetstream-aggregate/job.yml")
     assert config.user == "root" and config.group == "spark" and config.mode == 0o640
     assert host.run("/opt/nats-edge-spark/venv/bin/jetstream-aggregate --check-config "
