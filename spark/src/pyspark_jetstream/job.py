@@ -4,6 +4,7 @@ site, metric and time window into Parquet.
     jetstream-aggregate --config /etc/jetstream-aggregate/job.yml
     spark-submit --master spark://master:7077 launcher.py --config job.yml
     jetstream-aggregate --check-config job.yml
+    jetstream-aggregate --show /var/lib/jetstream-aggregate/output
 
 Input: JSON messages {"site", "metric", "value", "timestamp"}. Invalid ones are
 counted and kept in ``<output>/rejects`` with their sequence, subject and the
@@ -248,7 +249,12 @@ def main(argv=None):
     parser.add_argument("--config", help="the job's YAML or JSON configuration")
     parser.add_argument("--check-config", metavar="FILE", help="check a configuration file and exit")
     parser.add_argument("--once", action="store_true", help="streaming mode too: read what is there, then stop")
+    parser.add_argument("--show", metavar="OUTPUT", help="print the aggregates of an output directory per site and "
+                        "metric (no Spark needed) and exit")
     args = parser.parse_args(argv)
+    if args.show:
+        print(telemetry.format_report(*telemetry.report(args.show)))
+        return 0
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     try:
         if args.check_config:

@@ -216,3 +216,56 @@ def read_aggregates(output):
 def read_rejects(output):
     """Every rejected message of an output directory."""
     return _dataset(output, "rejects")
+
+
+REPORT_COLUMNS = ("site", "metric", "windows", "count", "min", "max", "avg", "bytes", "lag_avg_s", "lag_max_s")
+
+
+def report(output):
+    """The aggregates of an output directory summed up per site and metric over all their windows (a list of
+    dicts, REPORT_COLUMNS), and the job's totals from its state file (or None before the first run)."""
+    table = read_aggregates(output)
+    rows = {}
+    for row in table.to_pylist() if table is not None else []:
+        key = (row["site"], row["metric"])
+        if key not in rows:
+            rows[key] = {"site": row["site"], "metric": row["metric"], "windows": 0, "count": 0, "sum": 0.0,
+                         "min": row["min"], "max": row["max"], "bytes": 0, "lag_sum": 0.0, "lag_max_s": row["lag_max"]}
+        summed = rows[key]
+        summed["windows"] += 1
+        summed["count"] += row["count"]
+        summed["sum"] += row["sum"]
+        summed["bytes"] += row["bytes"]
+        summed["lag_sum"] += row["lag_sum"]
+        summed["min"] = min(summed["min"], row["min"])
+        summed["max"] = max(summed["max"], row["max"])
+        summed["lag_max_s"] = max(summed["lag_max_s"], row["lag_max"])
+    out = []
+    for key in sorted(rows):
+        summed = rows[key]
+        summed["avg"] = summed.pop("sum") / summed["count"]
+        summed["lag_avg_s"] = summed.pop("lag_sum") / summed["count"]
+        out.append(summed)
+    state = None
+    if os.path.exists(os.path.join(output, "_state.json")):
+        with open(os.path.join(output, "_state.json")) as handle:
+            state = json.load(handle)
+    return out, state
+
+
+def format_report(rows, state):
+    """report()'s result as a text table."""
+    def cell(value):
+        return "%.2f" % value if isinstance(value, float) else str(value)
+
+    lines = [[name for name in REPORT_COLUMNS]] + [[cell(row[name]) for name in REPORT_COLUMNS] for row in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(REPORT_COLUMNS))]
+    text = ["  ".join(value.rjust(width) if i > 1 else value.ljust(width) for i, (value, width)
+                      in enumerate(zip(line, widths))).rstrip() for line in lines]
+    if state is not None:
+        totals = state.get("totals", {})
+        text.append("messages %s, rejected %s (kept in rejects/), after micro-batch %s" % (
+            totals.get("messages"), totals.get("rejected"), state.get("batch")))
+    elif not rows:
+        text.append("no output yet")
+    return "\n".join(text)
