@@ -39,7 +39,7 @@ def main():
         expected = hub_count() + args.count
         listener = None
         if args.report:
-            listener = Connection([args.hub], creds=args.reader_creds, timeout=10)
+            listener = Connection([args.hub], creds=args.reader_creds, timeout=10).connect()
             inbox = listener.subscribe(args.summary)
             listener.flush()
         started = time.time()
@@ -56,11 +56,13 @@ def main():
     result = {"messages": args.count, "publish_s": round(published - started, 3),
               "sourced_after_last_publish_s": round(sourced - published, 3)}
     if listener is not None:
-        with listener:
+        try:  # not `with`: entering connects anew, without the subscription
             while True:
                 frame = listener.next_frame(timeout=max(1, deadline - time.monotonic()))
                 if frame.sid == inbox and json.loads(frame.payload)["totals"]["messages"] >= expected:
                     break
+        finally:
+            listener.close()
         done = time.time()
         result.update(parquet_after_last_publish_s=round(done - published, 3),
                       parquet_after_first_publish_s=round(done - started, 3))
