@@ -38,7 +38,7 @@ help:
 	@echo "make demo      bring up the 9-host lab, converge hub and spokes and their streams, print reports"
 	@echo "make test      lint, unit, integration (newest and oldest ansible-core) and molecule tests (installs what it needs)"
 	@echo "make lint      ansible-lint, ansible-test sanity (newest and oldest ansible-core), Galaxy's importer, docs"
-	@echo "make unit | integration | integration-oldest | molecule | bench | sanity | sanity-oldest"
+	@echo "make unit | integration | integration-oldest | molecule | molecule-spark | bench | sanity | sanity-oldest"
 	@echo "make build | docs | changelog | demo-down | clean"
 
 # --- toolchain -----------------------------------------------------------------
@@ -109,10 +109,14 @@ integration: venv $(DEBIAN_NATS)
 integration-oldest: venv-oldest $(DEBIAN_NATS)
 	PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q tests/integration
 
-.PHONY: molecule
+.PHONY: molecule molecule-spark
 molecule: lab-ready
 	molecule test -s default
 	molecule test -s archive
+	molecule test -s spark-ci
+
+# The data pipeline with the Spark cluster across three hosts (spark-ci, in `make molecule`, puts it on one)
+molecule-spark: lab-ready
 	molecule test -s spark
 
 .PHONY: go-nats

@@ -1,6 +1,6 @@
 """Edge telemetry for the spark scenario: messages from
 pyspark_jetstream.reference.sample, each published at its own site's server
-(--edge SITE=URL) with the writers' creds; waits until the hub stream has
+(--edges SITE=URL,...) with the writers' creds; waits until the hub stream has
 sourced them all and (--report) until the job's summary says they are in the
 Parquet output, and writes the timings."""
 
@@ -19,7 +19,7 @@ HUB_STREAM = "telemetry"
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hub", required=True, help="a hub server's URL")
-    parser.add_argument("--edge", action="append", required=True, help="SITE=URL of the site's server")
+    parser.add_argument("--edges", required=True, help="SITE=URL of each site's server, comma separated")
     parser.add_argument("--creds", required=True, help="creds of a user of the writers' account")
     parser.add_argument("--reader-creds", help="creds of the job's user, to hear its summary")
     parser.add_argument("--summary", default="analytics.summary")
@@ -27,7 +27,7 @@ def main():
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--report", help="wait for the job's summary and write the timing here (JSON)")
     args = parser.parse_args()
-    edges = dict(edge.split("=", 1) for edge in args.edge)
+    edges = dict(edge.split("=", 1) for edge in args.edges.split(","))
     messages = {site: [] for site in edges}
     for subject, payload in reference.sample(args.count, args.start, sites=tuple(sorted(edges))):
         messages[subject.split(".")[1]].append((subject, payload))

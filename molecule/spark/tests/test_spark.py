@@ -9,6 +9,7 @@ import math
 import os
 
 import pytest
+import yaml
 
 from pyspark_jetstream import reference
 from pyspark_jetstream._nats import Connection
@@ -16,6 +17,18 @@ from pyspark_jetstream._reader import RangeReader, ack_fields
 
 VENV = "/opt/nats-edge-spark/venv/bin/python"
 OUTPUT = "/var/lib/jetstream-aggregate/output"
+
+
+def members(group):
+    """The scenario's hosts in an inventory group (the spark and spark-ci scenarios place Spark differently)."""
+    with open(os.path.join(os.environ.get("MOLECULE_SCENARIO_DIRECTORY", "."), "molecule.yml")) as handle:
+        return [p["name"] for p in yaml.safe_load(handle)["platforms"] if group in p.get("groups", [])]
+
+
+HUB = members("hub")[0]
+MASTER = members("spark_master")[0]
+DRIVER = members("spark_driver")[0]
+WORKERS = members("spark_workers")
 CREDS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "fleet", "creds")
 
 
@@ -25,7 +38,7 @@ def http_json(host, url):
 
 
 def hub_messages(lab):
-    address = lab["hub-1"].interface("eth0").addresses[0]
+    address = lab[HUB].interface("eth0").addresses[0]
     messages = []
     with Connection(["nats://%s:4222" % address], creds=os.path.join(CREDS, "TELEMETRY", "edge.creds"),
                     timeout=10) as conn:
@@ -47,7 +60,7 @@ def test_the_output_matches_the_plain_python_aggregation(lab):
     messages = hub_messages(lab)
     assert len(messages) == 2500
     rows, rejects = reference.compute(messages, 60)
-    host = lab["hub-1"]
+    host = lab[DRIVER]
     state = json.loads(host.file(OUTPUT + "/_state.json").content_string)
     assert state["totals"]["messages"] == 2500 and state["totals"]["rejected"] == len(rejects) > 0
     got = {}
@@ -64,18 +77,18 @@ def test_the_output_matches_the_plain_python_aggregation(lab):
     assert all(r["reason"] and r["subject"].startswith("telemetry.spoke-") for r in rejected)
 
 
-def test_the_job_runs_on_the_cluster_with_executors_on_both_workers(lab):
-    master = http_json(lab["hub-1"], "http://hub-1:8080/json/")
-    assert master["aliveworkers"] == 2
+def test_the_job_runs_on_the_cluster_with_executors_on_every_worker(lab):
+    master = http_json(lab[MASTER], "http://%s:8080/json/" % MASTER)
+    assert master["aliveworkers"] == len(WORKERS)
     apps = [a for a in master["activeapps"] if a["name"] == "jetstream-aggregate"]
     assert len(apps) == 1, master["activeapps"]
-    for name in ("spoke1-1", "spoke2-1"):
+    for name in WORKERS:
         worker = http_json(lab[name], "http://%s:8081/json/" % name)
         assert [e["appid"] for e in worker["executors"]] == [apps[0]["id"]], worker["executors"]
 
 
-@pytest.mark.parametrize("name, unit", [("hub-1", "spark-master"), ("spoke1-1", "spark-worker"),
-                                        ("spoke2-1", "spark-worker"), ("hub-1", "jetstream-aggregate")])
+@pytest.mark.parametrize("name, unit", [(MASTER, "spark-master"), (DRIVER, "jetstream-aggregate")]
+                         + [(name, "spark-worker") for name in WORKERS])
 def test_services_run_hardened_as_spark(lab, name, unit):
     host = lab[name]
     assert host.service(unit).is_running and host.service(unit).is_enabled
@@ -85,7 +98,7 @@ def test_services_run_hardened_as_spark(lab, name, unit):
 
 
 def test_the_job_reads_as_the_analytics_account(lab):
-    host = lab["hub-1"]
+    host = lab[DRIVER]
     creds = host.file("/etc/jetstream-aggregate/reader.creds")
     assert creds.user == "spark" and creds.mode == 0o600
     with open(os.path.join(CREDS, "ANALYTICS", "spark.creds")) as handle:
@@ -95,7 +108,7 @@ def test_the_job_reads_as_the_analytics_account(lab):
 
 
 def test_the_creds_and_config_are_private(lab):
-    host = lab["hub-1"]
+    host = lab[DRIVER]
     config = host.file("/etc/jetstream-aggregate/job.yml")
     assert config.user == "root" and config.group == "spark" and config.mode == 0o640
     assert host.run("/opt/nats-edge-spark/venv/bin/jetstream-aggregate --check-config "
