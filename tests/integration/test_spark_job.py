@@ -16,7 +16,6 @@ try:
     from test_spark_source import js_call, publish, wait_for
     from pyspark_jetstream import job, reference, telemetry
     from pyspark_jetstream._nats import Connection
-    from pyspark_jetstream._reader import RangeReader, ack_fields
 except ImportError as missing:
     pytest.skip(spark_missing(missing), allow_module_level=True)
 
@@ -44,13 +43,8 @@ def telemetry_messages(count, start=0):
 
 
 def hub_messages(url):
-    messages = []
     with Connection([url]) as conn:
-        for chunk in RangeReader(conn, "$JS.API", "telemetry", 1, 10 ** 9).batches():
-            for subject, reply, data in zip(chunk.subjects, chunk.replies, chunk.data):
-                seq, _cseq, nanos, _pending = ack_fields(reply)
-                messages.append((seq, subject.decode(), nanos // 1000, data))
-    return messages
+        return reference.stream_messages(conn, "telemetry")
 
 
 def check_against_reference(url, output):

@@ -6,12 +6,11 @@ creds + TLS + another account's API (share_stream exports), and a domain."""
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
 from conftest import _js_conf, free_port, operator_mode_conf, spark_missing
-from test_nsc_exports import build_store
+from test_nsc_exports import build_store, wait_for
 
 try:
     from pyspark_jetstream._jetstream import JetStream
@@ -46,16 +45,6 @@ def read(spark, url, stream, **options):
     for key, value in options.items():
         reader = reader.option(key, str(value))
     return reader.load(stream)
-
-
-def wait_for(predicate, timeout=15):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError("timed out; last %r" % (value,))
 
 
 def no_consumers_left(url, stream, **connect):

@@ -13,7 +13,6 @@ import yaml
 
 from pyspark_jetstream import reference
 from pyspark_jetstream._nats import Connection
-from pyspark_jetstream._reader import RangeReader, ack_fields
 
 VENV = "/opt/nats-edge-spark/venv/bin/python"
 OUTPUT = "/var/lib/jetstream-aggregate/output"
@@ -39,14 +38,9 @@ def http_json(host, url):
 
 def hub_messages(lab):
     address = lab[HUB].interface("eth0").addresses[0]
-    messages = []
     with Connection(["nats://%s:4222" % address], creds=os.path.join(CREDS, "TELEMETRY", "edge.creds"),
                     timeout=10) as conn:
-        for chunk in RangeReader(conn, "$JS.API", "telemetry", 1, 10 ** 9).batches():
-            for subject, reply, data in zip(chunk.subjects, chunk.replies, chunk.data):
-                seq, _cseq, nanos, _pending = ack_fields(reply)
-                messages.append((seq, subject.decode(), nanos // 1000, data))
-    return messages
+        return reference.stream_messages(conn, "telemetry")
 
 
 def output_rows(host, kind):

@@ -95,3 +95,16 @@ def sample(count, start=0, now=None, sites=("spoke-1", "spoke-2")):
             payload = json.dumps({"site": site, "metric": ("temp", "humidity")[number % 3 % 2],
                                   "value": (number * 7) % 101 - 20.5, "timestamp": now - (number % 300)})
         yield "telemetry.%s.m" % site, payload.encode()
+
+
+def stream_messages(conn, stream, api="$JS.API"):
+    """Every message of a stream as compute() takes them, read over an open
+    ``_nats.Connection`` (the reference's own input, without Spark)."""
+    from pyspark_jetstream._reader import RangeReader, ack_fields
+
+    messages = []
+    for chunk in RangeReader(conn, api, stream, 1, 10 ** 9).batches():
+        for subject, reply, data in zip(chunk.subjects, chunk.replies, chunk.data):
+            seq, _cseq, nanos, _pending = ack_fields(reply)
+            messages.append((seq, subject.decode(), nanos // 1000, data))
+    return messages
