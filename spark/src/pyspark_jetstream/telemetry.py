@@ -258,7 +258,7 @@ def format_report(rows, state):
     def cell(value):
         return "%.2f" % value if isinstance(value, float) else str(value)
 
-    lines = [[name for name in REPORT_COLUMNS]] + [[cell(row[name]) for name in REPORT_COLUMNS] for row in rows]
+    lines = [list(REPORT_COLUMNS)] + [[cell(row[name]) for name in REPORT_COLUMNS] for row in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(REPORT_COLUMNS))]
     text = ["  ".join(value.rjust(width) if i > 1 else value.ljust(width) for i, (value, width)
                       in enumerate(zip(line, widths))).rstrip() for line in lines]
