@@ -39,7 +39,7 @@ help:
 	@echo "make demo      bring up the 9-host lab, converge hub and spokes and their streams, print reports"
 	@echo "make test      lint, unit, integration (newest and oldest ansible-core) and molecule tests (installs what it needs)"
 	@echo "make lint      ansible-lint, ansible-test sanity (newest and oldest ansible-core), Galaxy's importer, docs"
-	@echo "make unit | integration | integration-oldest | molecule | bench | sanity | sanity-oldest"
+	@echo "make unit | integration | integration-oldest | molecule | molecule-spark | bench | sanity | sanity-oldest"
 	@echo "make build | docs | changelog | demo-down | clean"
 
 # --- toolchain -----------------------------------------------------------------
@@ -57,15 +57,24 @@ define virtualenv
 	touch $(1)/.installed
 endef
 
-$(VENV)/.installed: requirements-dev.txt requirements-test.txt requirements.txt | host-deps
+# .venv also holds the Spark data source and job, editable (Spark finds the source by its
+# pyspark_* module); their pins are in requirements-dev.txt.
+$(VENV)/.installed: requirements-dev.txt requirements-test.txt requirements.txt spark/pyproject.toml | host-deps
 	$(call virtualenv,$(VENV),requirements-dev.txt)
+	$(VENV)/bin/pip install -q -e spark
 
 $(VENV_OLDEST)/.installed: requirements-oldest.txt requirements-test.txt requirements.txt | host-deps
 	$(call virtualenv,$(VENV_OLDEST),requirements-oldest.txt)
 
 .PHONY: venv venv-oldest
-venv: $(VENV)/.installed $(COLLECTION_LINK)
+venv: $(VENV)/.installed $(COLLECTION_LINK) java
 venv-oldest: $(VENV_OLDEST)/.installed $(COLLECTION_LINK)
+
+# A Java runtime for Spark (pyspark bundles Spark's jars, not a JVM).
+.PHONY: java
+java:
+	@if ! command -v java >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; fi
 
 $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
@@ -95,22 +104,39 @@ unit: venv
 integration: venv $(DEBIAN_NATS)
 	pytest -q tests/integration
 
+# The Spark package does not use ansible-core: its tests run once, in .venv, and are skipped here
+# with that reason.
+
 integration-oldest: venv-oldest $(DEBIAN_NATS)
 	PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q tests/integration
 
-.PHONY: molecule
+.PHONY: molecule molecule-spark
 molecule: lab-ready
 	molecule test -s default
 	molecule test -s archive
 	molecule test -s hub-spoke
 
+# The data pipeline on lab hosts: spark-ci puts the Spark cluster on one host,
+# spark spreads it across three (the Spark source and job run in `make integration`)
+.PHONY: molecule-spark
+molecule-spark: lab-ready
+	molecule test -s spark-ci
+	molecule test -s spark
+
+.PHONY: go-nats
+go-nats:
+	@# the Go reference reader of bench_spark_read.py is built from Debian's Go and nats.go
+	@if ! command -v go >/dev/null 2>&1 || [ ! -d /usr/share/gocode/src/github.com/nats-io/nats.go ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go golang-github-nats-io-go-nats-dev; fi
+
 .PHONY: bench
-bench: venv $(DEBIAN_NATS)
+bench: venv go-nats $(DEBIAN_NATS)
 	python3 bench/bench_streams.py
 	python3 bench/bench_streams.py --server $(DEBIAN_NATS)
 	python3 bench/bench_push.py --layout both
 	python3 bench/bench_push.py --layout both --server $(DEBIAN_NATS)
 	python3 bench/bench_kv_objects.py
+	python3 bench/bench_spark_read.py
 
 # --- the ecosystem's gates -------------------------------------------------------
 # Findings under these paths are counted and shown but fail no gate
@@ -132,7 +158,7 @@ lint-playbooks: venv
 	  sys.exit("no documentation for: %s" % " ".join(missing) if missing else 0)' $(MODULES)
 	@# and every filter and role entry point
 	! ansible-doc -t filter -l nats_edge.fleet | grep UNDOCUMENTED
-	ansible-doc -t role nats_edge.fleet.nats_server >/dev/null
+	for role in roles/*/; do ansible-doc -t role nats_edge.fleet.$$(basename $$role) >/dev/null; done
 
 .PHONY: lint-ansible
 lint-ansible: venv

@@ -223,3 +223,33 @@ def run_playbook_file(path, verbosity=0, extra_args=(), env=None):
                str(path)] + (["-" + "v" * verbosity] if verbosity else []) + list(extra_args)
     return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment,
                           timeout=600, check=False)
+
+
+# --------------------------------------------------------------------------
+# Spark (the data source and the job, under spark/)
+
+SPARK_SKIP = ("pyspark and nats-edge-spark are not installed in this virtualenv: the Spark package does not use "
+              "ansible-core, so its tests run once, in .venv (make integration)")
+
+
+def spark_missing(error):
+    """The reason to skip a Spark test module; in the project's .venv (which make venv gives the package) the
+    missing package is an error, not a skip."""
+    if os.path.realpath(sys.prefix) == os.path.realpath(os.path.join(ROOT, ".venv")):
+        raise error
+    return SPARK_SKIP
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local Spark session (2 cores), shared by the Spark tests: the JVM starts once."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
