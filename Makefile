@@ -182,8 +182,11 @@ lint-docs: venv
 	python3 $(call GATES,docs-lint)
 
 .PHONY: importer
+# the importer installs the tarball under $HOME/.ansible: a home of its own keeps
+# that copy from shadowing the checkout in later ansible runs
 importer: build
-	python3 tests/lint/gates.py importer $(TARBALL)
+	rm -rf $(ROOT)/build/importer-home && mkdir -p $(ROOT)/build/importer-home
+	HOME=$(ROOT)/build/importer-home python3 tests/lint/gates.py importer $(TARBALL)
 
 .PHONY: build
 build: venv
