@@ -7,6 +7,8 @@ SHELL := /bin/bash
 
 ROOT := $(CURDIR)
 VENV := $(ROOT)/.venv
+# the oldest ansible-core meta/runtime.yml admits (requirements-oldest.txt)
+VENV_OLDEST := $(ROOT)/.venv-oldest
 CACHE := $(ROOT)/.cache
 COLLECTION_LINK := $(ROOT)/.collections/ansible_collections/nats_edge/fleet
 LAB := $(ROOT)/lab/fleetlab
@@ -19,6 +21,9 @@ export NATS_SERVER_DEBIAN := $(DEBIAN_NATS)
 export PYTHONDONTWRITEBYTECODE := 1
 
 MODULES := $(patsubst plugins/modules/%.py,nats_edge.fleet.%,$(wildcard plugins/modules/*.py))
+VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
+TARBALL := $(ROOT)/build/nats_edge-fleet-$(VERSION).tar.gz
+DOCS_BUILD := $(ROOT)/build/docs
 
 DEMO_LAB := demo
 DEMO_HOSTS := hub-1:hub hub-2:hub hub-3:hub \
@@ -31,8 +36,10 @@ DEMO_PUBLISH := hub-1=127.0.0.1:4222:4222 hub-2=127.0.0.1:4232:4222 hub-3=127.0.
 .PHONY: help
 help:
 	@echo "make demo      bring up the 9-host lab, converge hub and spokes and their streams, print reports"
-	@echo "make test      unit, integration and molecule tests (installs what it needs)"
-	@echo "make unit | integration | molecule | bench | lint | build | demo-down | clean"
+	@echo "make test      lint, unit, integration (newest and oldest ansible-core) and molecule tests (installs what it needs)"
+	@echo "make lint      ansible-lint, ansible-test sanity (newest and oldest ansible-core), Galaxy's importer, docs"
+	@echo "make unit | integration | integration-oldest | molecule | bench | sanity | sanity-oldest"
+	@echo "make build | docs | changelog | demo-down | clean"
 
 # --- toolchain -----------------------------------------------------------------
 
@@ -41,14 +48,23 @@ host-deps:
 	@if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv python3-pip; fi
 
-$(VENV)/.installed: requirements-dev.txt | host-deps
-	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -r requirements-dev.txt
-	touch $@
+# $(call virtualenv,DIR,REQUIREMENTS)
+define virtualenv
+	python3 -m venv $(1)
+	$(1)/bin/pip install -q --upgrade pip
+	$(1)/bin/pip install -q -r $(2)
+	touch $(1)/.installed
+endef
 
-.PHONY: venv
+$(VENV)/.installed: requirements-dev.txt requirements-test.txt requirements.txt | host-deps
+	$(call virtualenv,$(VENV),requirements-dev.txt)
+
+$(VENV_OLDEST)/.installed: requirements-oldest.txt requirements-test.txt requirements.txt | host-deps
+	$(call virtualenv,$(VENV_OLDEST),requirements-oldest.txt)
+
+.PHONY: venv venv-oldest
 venv: $(VENV)/.installed $(COLLECTION_LINK)
+venv-oldest: $(VENV_OLDEST)/.installed $(COLLECTION_LINK)
 
 $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
@@ -68,15 +84,18 @@ lab-ready: venv
 # --- tests -----------------------------------------------------------------
 
 .PHONY: test
-test: lint unit integration molecule
+test: lint unit integration integration-oldest molecule
 
 .PHONY: unit
 unit: venv
 	pytest -q tests/unit
 
-.PHONY: integration
+.PHONY: integration integration-oldest
 integration: venv $(DEBIAN_NATS)
 	pytest -q tests/integration
+
+integration-oldest: venv-oldest $(DEBIAN_NATS)
+	PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q tests/integration
 
 .PHONY: molecule
 molecule: lab-ready
@@ -91,37 +110,71 @@ bench: venv $(DEBIAN_NATS)
 	python3 bench/bench_push.py --layout both --server $(DEBIAN_NATS)
 	python3 bench/bench_kv_objects.py
 
+# --- the ecosystem's gates -------------------------------------------------------
+# Findings under these paths are counted and shown but fail no gate
+# (`make lint LINT_DEFER="plugins/modules"`); empty, every finding fails.
+LINT_DEFER ?=
+GATES = tests/lint/gates.py $(1) $(addprefix --defer ,$(LINT_DEFER))
+# $(call timed,NAME,COMMAND): run COMMAND and say how long it took
+timed = started=$$(date +%s); $(2); echo "lint: $(1) passed in $$(( $$(date +%s) - started )) s"
+
 .PHONY: lint
-lint: venv
+lint: lint-playbooks lint-ansible lint-changelog sanity sanity-oldest lint-docs docs importer
+
+.PHONY: lint-playbooks
+lint-playbooks: venv
 	ansible-playbook --syntax-check -i inventories/lab playbooks/site.yml playbooks/streams.yml playbooks/report.yml
 	@# ansible-doc renders every module with its fragments (it exits 0 even for a module it cannot find)
 	ansible-doc --json $(MODULES) | python3 -c 'import json, sys; \
 	  docs = json.load(sys.stdin); missing = [m for m in sys.argv[1:] if not (docs.get(m) or {}).get("doc")]; \
 	  sys.exit("no documentation for: %s" % " ".join(missing) if missing else 0)' $(MODULES)
+	@# and every filter and role entry point
+	! ansible-doc -t filter -l nats_edge.fleet | grep UNDOCUMENTED
+	ansible-doc -t role nats_edge.fleet.nats_server >/dev/null
 
-# ansible-test wants the collection at .../ansible_collections/<namespace>/<name>, committed to git:
-# sanity runs on a copy of the working tree (tracked and new files) made so.
-SANITY_ROOT := $(CACHE)/sanity/ansible_collections/nats_edge/fleet
-PYTHON_VERSION = $(shell $(VENV)/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+.PHONY: lint-ansible
+lint-ansible: venv
+	@$(call timed,ansible-lint --profile production,ansible-lint --nocolor)
 
-.PHONY: sanity
+.PHONY: lint-changelog
+lint-changelog: venv
+	@$(call timed,antsibull-changelog lint,antsibull-changelog lint)
+
+# ansible-test sanity, every test, on a committed copy of the working tree at
+# .../ansible_collections/nats_edge/fleet; SANITY_ARGS go to ansible-test.
+.PHONY: sanity sanity-oldest
 sanity: venv
-	rm -rf $(CACHE)/sanity && mkdir -p $(SANITY_ROOT)
-	git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do \
-	  if [ -e "$$f" ]; then cp --parents -P "$$f" $(SANITY_ROOT)/; fi; done
-	cd $(SANITY_ROOT) && git init -q && git add -A && \
-	  git -c user.name=sanity -c user.email=sanity@localhost commit -qm "working tree"
-	@# the venvs of the sanity tests are bootstrapped offline (tests/sanity/get_pip.py says how)
-	pip_version=$$(python3 -c 'import ansible_test, os, re; \
-	  print(re.search(r"pip=.([0-9.]+).", open(os.path.join(os.path.dirname(ansible_test.__file__), \
-	  "_internal", "python_requirements.py")).read()).group(1))'); \
-	  mkdir -p $$HOME/.ansible/test/cache && \
-	  cp tests/sanity/get_pip.py $$HOME/.ansible/test/cache/get_pip_$${pip_version//./_}.py
-	cd $(SANITY_ROOT) && ansible-test sanity --local --python $(PYTHON_VERSION) --color no $(SANITY_ARGS)
+	$(VENV)/bin/python $(call GATES,sanity) -- $(SANITY_ARGS)
+
+sanity-oldest: venv-oldest
+	$(VENV_OLDEST)/bin/python $(call GATES,sanity) -- $(SANITY_ARGS)
+
+.PHONY: lint-docs
+lint-docs: venv
+	python3 $(call GATES,docs-lint)
+
+.PHONY: importer
+importer: build
+	python3 tests/lint/gates.py importer $(TARBALL)
 
 .PHONY: build
 build: venv
 	ansible-galaxy collection build --force --output-path $(ROOT)/build
+
+# The collection's docs site (antsibull-docs and Sphinx, as the Ansible docs are built), offline.
+.PHONY: docs
+docs: venv
+	rm -rf $(DOCS_BUILD) && mkdir -p $(DOCS_BUILD)/rst && chmod og-w $(DOCS_BUILD)/rst
+	@$(call timed,docs site,antsibull-docs --config-file docs/antsibull-docs.cfg collection --use-current \
+	  --squash-hierarchy --fail-on-error --dest-dir $(DOCS_BUILD)/rst nats_edge.fleet && \
+	  sphinx-build -q -W --keep-going -b html -c docs $(DOCS_BUILD)/rst $(DOCS_BUILD)/html)
+	@echo "docs: $(DOCS_BUILD)/html/index.html"
+
+# A release: fold the changelog fragments into changelogs/changelog.yaml under the
+# version in galaxy.yml and write CHANGELOG.rst (run again after adding fragments).
+.PHONY: changelog
+changelog: venv
+	antsibull-changelog release --refresh --update-existing --reload-plugins
 
 # --- the demo ----------------------------------------------------------------
 

@@ -163,16 +163,16 @@ def main():
     version = subprocess.run([options.server, "--version"], capture_output=True, text=True, check=True).stdout.strip()
     med = dict((name, statistics.median(values)) for name, values in times.items())
     mib = options.mib
-    print("nats-server %s, %d keys, %d MiB object, median of %d" % (version.rsplit("v", 1)[-1], options.keys, mib,
-                                                                   options.repeat))
+    print("nats-server %s, %d keys, %d MiB object, median of %d" % (
+        version.rsplit("v", 1)[-1], options.keys, mib, options.repeat))
     for name, value in med.items():
         print("  %-10s %8.3f s   runs: %s" % (name, value, " ".join("%.3f" % v for v in times[name])))
     print("kv no-op / floor      %.2fx (aim: at most 2x)" % (med["kv no-op"] / med["kv floor"]))
     print("kv write / raw loop   %.2fx (aim: at most 3x)" % (med["kv write"] / med["kv raw"]))
     print("object upload         %.1f MiB/s vs nats-py %.1f MiB/s = %.2fx (aim: at least 0.5x)" % (
         mib / med["obj upload"], mib / med["obj raw"], med["obj raw"] / med["obj upload"]))
-    print("object no-op          %d bytes sent by the server at most (the object is %d)" % (max(noop_bytes),
-                                                                                          len(blob)))
+    print("object no-op          %d bytes sent by the server at most (the object is %d)" % (
+        max(noop_bytes), len(blob)))
 
 
 if __name__ == "__main__":

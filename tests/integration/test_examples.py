@@ -13,6 +13,7 @@ as ``JS.test@hub.API``; each spoke already records a stream ``test``.
 import importlib
 import json
 import os
+import time
 
 import pytest
 import yaml
@@ -23,8 +24,8 @@ from conftest import SERVERS, Server, free_port, run_module, run_playbook_file
 
 PACKAGE = "ansible_collections.nats_edge.fleet.plugins.modules"
 # nsc first (they build the accounts), then streams before the consumers and reports that read them
-ORDER = ["nsc_operator", "nsc_account", "nsc_user", "nsc_export", "nsc_info", "jetstream_stream",
-         "jetstream_consumer", "jetstream_info"]
+ORDER = ["nsc_operator", "nsc_account", "nsc_user", "nsc_export", "nsc_info", "jetstream_object_store",
+         "jetstream_stream", "jetstream_consumer", "jetstream_info", "jetstream_kv", "jetstream_object_fetch"]
 APP_ACCOUNT = dict(name="APP", signing_key=True, limits={"conn": 1000},
                    jetstream=dict(disk_storage="10GiB", mem_storage="256MiB", streams=20, consumers=-1))
 
@@ -55,6 +56,30 @@ def server_conf(tmp, name, port, http, operator, domain, cluster=None, leaf_list
     if leaf:
         lines.append("leafnodes { %s }" % " ".join(leaf))
     return "\n".join(lines) + "\n"
+
+
+def jetstream_ready(url, creds, base, account, sys_creds, timeout=30):
+    """Wait until the hub's JetStream takes a stream of ``account``. Now and then an account pushed
+    right after the cluster came up answers INFO but is refused STREAM.CREATE (10039) until its
+    JWT arrives again, so it is sent again while waiting."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, JetStreamError
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        try:
+            with NatsClient({"servers": [url], "creds": creds, "timeout": 3.0}) as client:
+                js = JetStream(client)
+                js.call("STREAM.CREATE.probe", {"name": "probe", "subjects": ["probe.%s" % account],
+                                                "storage": "memory"})
+                js.call("STREAM.DELETE.probe")
+                return
+        except JetStreamError as exc:
+            last = exc
+        token = Store(base["store_dir"], base["keys_dir"], base["operator"]).read_account(account)[0]
+        with NatsClient({"servers": [url], "creds": sys_creds, "timeout": 3.0}) as client:
+            client.gather("$SYS.REQ.CLAIMS.UPDATE", token.encode(), 2.0, expect=5)
+        time.sleep(0.5)
+    raise AssertionError("account %s never got JetStream: %s" % (account, last))
 
 
 def leaf_count(hubs):
@@ -116,13 +141,18 @@ def examples_fleet(tmp_path):
                                                push=True, servers=[urls["hub-1"]], timeout=3.0))
         assert not pushed.get("failed"), pushed
         hubs[0].wait(lambda: leaf_count(hubs) == 4, timeout=30)  # and APP's, once the spokes know APP
+        for account, user in (("APP", "admin"), ("OPS", "ops"), ("TEST", "admin")):
+            jetstream_ready(urls["hub-1"], creds[(account, user)], base, account, operator["sys_creds"])
         for server in started:
             server.wait(lambda: server.get("healthz")["status"] == "ok", timeout=30)
         for spoke in ("spoke-1", "spoke-2"):
             made = run_module("jetstream_stream", dict(servers=[urls["hub-1"]], creds=creds[("APP", "admin")],
                                                        domain=spoke, name="test", subjects=["test"]))
             assert made["changed"], made
-        yield dict(base=base, urls=urls, creds=creds, tmp=tmp_path)
+        firmware = tmp_path / "gateway-2.4.1.bin"
+        firmware.write_bytes(os.urandom(300 * 1024))
+        os.makedirs(tmp_path / "edge")
+        yield dict(base=base, urls=urls, creds=creds, tmp=tmp_path, firmware=str(firmware))
     finally:
         for server in started:
             server.stop()
@@ -136,6 +166,9 @@ def examples_play(fleet):
         "/etc/nats/admin.creds": fleet["creds"][("APP", "admin")],
         "/etc/nats/ops.creds": fleet["creds"][("OPS", "ops")],
         "/tmp/replication.dot": "%s/replication.dot" % fleet["tmp"],
+        "nats://127.0.0.1:4222": fleet["urls"]["spoke-1"],
+        "files/gateway-2.4.1.bin": fleet["firmware"],
+        "/var/lib/gateway/": "%s/edge/" % fleet["tmp"],
         "/tmp/fleet-accounts.dot": "%s/fleet-accounts.dot" % fleet["tmp"],
     }
     tasks = []
@@ -154,6 +187,7 @@ def test_every_example_runs_as_written(examples_fleet, tmp_path):
     store = dict((k, v) for k, v in fleet["base"].items() if k != "operator")
     defaults = dict(("nats_edge.fleet.%s" % name, dict(store)) for name in ORDER if name.startswith("nsc_"))
     defaults.update(("nats_edge.fleet.%s" % name, connection) for name in ORDER if name.startswith("jetstream_"))
+    # the fetch runs where the file is needed, with the site's own connection
     play = [{"hosts": "localhost", "gather_facts": False, "module_defaults": defaults,
              "vars": {"site_streams": [{"name": "SITE", "subjects": ["site.>"], "max_age": "30d"}]},
              "tasks": tasks}]
@@ -169,3 +203,7 @@ def test_every_example_runs_as_written(examples_fleet, tmp_path):
         assert "SCRATCH" not in names
         promoted = json.loads(client.request("$JS.spoke-1.API.STREAM.INFO.recv-cnc", b"").decode())
         assert promoted["config"]["subjects"] == ["cnc.>"] and not promoted["config"].get("mirror"), promoted
+        assert "KV_fleet-config" in names and "OBJ_firmware" in names
+    with open(os.path.join(str(fleet["tmp"]), "edge", "gateway-2.4.1.bin"), "rb") as fetched:
+        with open(fleet["firmware"], "rb") as uploaded:
+            assert fetched.read() == uploaded.read()  # through spoke-1's copy of the hub's store
