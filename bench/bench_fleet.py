@@ -40,7 +40,7 @@ GROUP_VARS = {
         "nats_server_memory_limit": "64MiB",
         "nats_server_jetstream_max_memory_store": "16MiB",
         "nats_server_jetstream_max_file_store": "256MiB",
-        "nats_server_lame_duck_duration": "5s",
+        "nats_server_lame_duck_duration": "30s",
         "nats_server_lame_duck_grace_period": "1s",
     },
     "hub": {"nats_server_jetstream_domain": "hub", "nats_server_leafnodes_port": 7422},
