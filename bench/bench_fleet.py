@@ -93,7 +93,7 @@ def inventory(lab, work):
 def environment(args, work):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".collections"), ANSIBLE_FORKS=str(args.forks),
-               ANSIBLE_PIPELINING="true", ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ["PATH"])
+               ANSIBLE_TIMEOUT=str(args.timeout), ANSIBLE_PIPELINING="true", ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ["PATH"])
     if args.fact_cache:
         env.update(ANSIBLE_CACHE_PLUGIN="jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=os.path.join(work, "facts"),
                    ANSIBLE_CACHE_PLUGIN_TIMEOUT="3600", ANSIBLE_GATHERING="smart")
@@ -129,6 +129,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sites", type=int, nargs="+", default=[10, 30, 100])
     parser.add_argument("--forks", type=int, default=20)
+    parser.add_argument("--timeout", type=int, default=60,
+                        help="ssh connect timeout: a loaded lab machine answers 50 connections slowly")
     parser.add_argument("--fact-cache", action="store_true", help="jsonfile fact cache, gathering=smart")
     parser.add_argument("--lab", default="bench-fleet", help="lab name prefix (one lab per N, removed after)")
     parser.add_argument("--keep", action="store_true", help="leave the labs up")
