@@ -18,7 +18,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils import _units, _ve
 
 _DURATION_RE = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 
-# ansible_architecture -> the suffix upstream release archives use.
+# ansible_architecture (or the upstream name itself) -> the suffix upstream release archives use.
 ARCHITECTURES = {
     "x86_64": "amd64",
     "amd64": "amd64",
@@ -27,9 +27,12 @@ ARCHITECTURES = {
     "armv7l": "arm7",
     "armv7": "arm7",
     "armhf": "arm7",
+    "arm7": "arm7",
     "armv6l": "arm6",
     "armv6": "arm6",
     "armel": "arm6",
+    "arm6": "arm6",
+    "386": "386",
     "i386": "386",
     "i686": "386",
     "ppc64le": "ppc64le",

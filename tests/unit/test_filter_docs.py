@@ -10,12 +10,13 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.nats_edge.fleet.plugins.filter import nats_fleet, nats_server
+from ansible_collections.nats_edge.fleet.plugins.filter import nats_fleet, nats_rollout, nats_server
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FILTER_DIR = os.path.join(ROOT, "plugins", "filter")
-FILTERS = dict(nats_server.FilterModule().filters(), **nats_fleet.FilterModule().filters())
+FILTERS = {**nats_server.FilterModule().filters(), **nats_rollout.FilterModule().filters(),
+           **nats_fleet.FilterModule().filters()}
 # filters taking **kwargs hand them to these functions
 KEYWORDS_FROM = {"nats_server_profile": sc.resource_profile}
 # examples that depend on the inventory, or whose result is text shown over several lines

@@ -1,0 +1,155 @@
+"""Converge and roll out N single-node edge sites, and how the time per site grows with N.
+
+For each N (default 10, 30, 100) a fresh lab (lab/fleetlab, one podman container per host):
+a release mirror, one hub node (domain hub, accepting leaf connections) and N edge sites, each
+a single node with its own JetStream domain, joined to the hub as a leaf. Then it times:
+
+- `ping`: `ansible -m ping` on every host (the reference: Ansible's own cost of reaching them);
+- `converge`: the nats_server role on every host (nats-server 2.12.8 from the release mirror);
+- `no-op`: the same again, nothing to change;
+- `rollout`: `nats_edge.fleet.rollout` to 2.15.1 (hub first, then the edges in waves).
+
+and prints each with its time per site and its ratio to `ping`. Options set forks and fact caching
+(`--forks`, `--fact-cache`) so the tuning is measured, not guessed. Needs root (podman).
+
+    .venv/bin/python bench/bench_fleet.py --sites 10 30 100 --forks 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAB = os.path.join(ROOT, "lab", "fleetlab")
+BIN = os.path.dirname(sys.executable)
+VERSIONS = ("2.12.8", "2.15.1")
+
+GROUP_VARS = {
+    "nats_servers": {
+        "nats_server_install_method": "archive",
+        "nats_server_version": VERSIONS[0],
+        "nats_server_archive_base_url": "http://mirror:8080",
+        "nats_server_limit_nofile": 16384,
+        "nats_server_advertise_host": "{{ inventory_hostname }}",
+        "nats_server_memory_limit": "64MiB",
+        "nats_server_jetstream_max_memory_store": "16MiB",
+        "nats_server_jetstream_max_file_store": "256MiB",
+        "nats_server_lame_duck_duration": "30s",
+        "nats_server_lame_duck_grace_period": "1s",
+    },
+    "hub": {"nats_server_jetstream_domain": "hub", "nats_server_leafnodes_port": 7422},
+    "spokes": {"nats_server_jetstream_domain": "{{ inventory_hostname }}",
+               "nats_server_leafnode_remotes": [{"hub_group": "hub"}],
+               "nats_rollout_edge_batches": [1, "25%"], "nats_rollout_max_fail_percentage": 10},
+}
+
+
+def run(argv, env=None, check=True):
+    started = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    elapsed = time.monotonic() - started
+    if check and proc.returncode != 0:
+        sys.exit("bench_fleet: %s failed (%d):\n%s\n%s" % (" ".join(argv[:4]), proc.returncode,
+                                                          proc.stdout[-4000:], proc.stderr[-2000:]))
+    return elapsed, proc
+
+
+def mirror(lab, work):
+    """The release mirror: archives laid out as upstream publishes them, served by a lab host."""
+    dest = os.path.join(work, "mirror")
+    run([sys.executable, os.path.join(ROOT, "lab", "release-mirror"), dest, *VERSIONS,
+         "--cache", os.path.join(ROOT, ".cache", "wheels")])
+    container = "%s-mirror" % lab
+    run(["podman", "cp", dest + "/.", container + ":/srv/mirror"])
+    run(["podman", "exec", container, "systemd-run", "--unit=release-mirror", "python3", "-m", "http.server",
+         "8080", "--directory", "/srv/mirror"], check=False)
+    for _ in range(30):
+        if run(["podman", "exec", container, "python3", "-c", "import urllib.request;"
+                "urllib.request.urlopen('http://127.0.0.1:8080/v%s/SHA256SUMS')" % VERSIONS[1]],
+               check=False)[1].returncode == 0:
+            return
+        time.sleep(1)
+    sys.exit("bench_fleet: the mirror does not answer")
+
+
+def inventory(lab, work):
+    _, proc = run([LAB, "inventory", "--lab", lab, "--format", "json"])
+    inv = json.loads(proc.stdout)
+    children = inv["all"].setdefault("children", {})
+    for group, variables in GROUP_VARS.items():
+        children.setdefault(group, {}).setdefault("vars", {}).update(variables)
+    path = os.path.join(work, "inventory.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(inv, handle)
+    return path
+
+
+def environment(args, work):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".collections"), ANSIBLE_FORKS=str(args.forks),
+               ANSIBLE_TIMEOUT=str(args.timeout), ANSIBLE_PIPELINING="true", ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ["PATH"])
+    if args.fact_cache:
+        env.update(ANSIBLE_CACHE_PLUGIN="jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=os.path.join(work, "facts"),
+                   ANSIBLE_CACHE_PLUGIN_TIMEOUT="3600", ANSIBLE_GATHERING="smart")
+    return env
+
+
+def measure(sites, args):
+    lab = "%s-%d" % (args.lab, sites)
+    hosts = ["mirror:mirror", "hub1:nats_servers,hub"] + ["edge%03d:nats_servers,spokes" % i for i in range(1, sites + 1)]
+    run([LAB, "down", "--lab", lab], check=False)
+    up, _ = run([LAB, "up", "--lab", lab, *hosts])
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-fleet-") as work:
+            mirror(lab, work)
+            inv = inventory(lab, work)
+            env = environment(args, work)
+            playbook = [os.path.join(BIN, "ansible-playbook"), "-i", inv]
+            row = {"sites": sites, "up": up}
+            row["ping"], _ = run([os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"],
+                                 env=env)
+            row["converge"], _ = run(playbook + ["nats_edge.fleet.site"], env=env)
+            row["no-op"], _ = run(playbook + ["nats_edge.fleet.site"], env=env)
+            row["rollout"], proc = run(playbook + ["nats_edge.fleet.rollout", "-e", "nats_server_version=" + VERSIONS[1]],
+                                       env=env)
+            row["restarted"] = proc.stdout.count("  yes")
+            return row
+    finally:
+        if not args.keep:
+            run([LAB, "down", "--lab", lab], check=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sites", type=int, nargs="+", default=[10, 30, 100])
+    parser.add_argument("--forks", type=int, default=20)
+    parser.add_argument("--timeout", type=int, default=60,
+                        help="ssh connect timeout: a loaded lab machine answers 50 connections slowly")
+    parser.add_argument("--fact-cache", action="store_true", help="jsonfile fact cache, gathering=smart")
+    parser.add_argument("--lab", default="bench-fleet", help="lab name prefix (one lab per N, removed after)")
+    parser.add_argument("--keep", action="store_true", help="leave the labs up")
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args()
+    rows = []
+    print("forks %d, fact cache %s, pipelining on" % (args.forks, "jsonfile" if args.fact_cache else "off"))
+    print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s" % ("sites", "up s", "ping s", "converge", "per site", "no-op",
+                                                     "rollout", "per site", "conv/ping", "roll/ping"))
+    for sites in args.sites:
+        row = measure(sites, args)
+        rows.append(row)
+        print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f" % (
+            sites, row["up"], row["ping"], row["converge"], row["converge"] / sites, row["no-op"], row["rollout"],
+            row["rollout"] / sites, row["converge"] / row["ping"], row["rollout"] / row["ping"]), flush=True)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(rows, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()
