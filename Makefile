@@ -162,11 +162,7 @@ lint: lint-playbooks lint-ansible lint-changelog sanity sanity-oldest lint-docs 
 
 .PHONY: lint-playbooks
 lint-playbooks: venv
-<<<<<<< HEAD
 	ansible-playbook --syntax-check -i inventories/lab playbooks/*.yml
-=======
-	ansible-playbook --syntax-check -i inventories/lab playbooks/site.yml playbooks/streams.yml playbooks/report.yml playbooks/rollout.yml
->>>>>>> rollout
 	@# ansible-doc renders every module with its fragments (it exits 0 even for a module it cannot find)
 	ansible-doc --json $(MODULES) | python3 -c 'import json, sys; \
 	  docs = json.load(sys.stdin); missing = [m for m in sys.argv[1:] if not (docs.get(m) or {}).get("doc")]; \
