@@ -55,8 +55,8 @@ def run(argv, env=None, check=True):
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     elapsed = time.monotonic() - started
     if check and proc.returncode != 0:
-        sys.exit("bench_fleet: %s failed (%d):\n%s\n%s" % (" ".join(argv[:4]), proc.returncode,
-                                                          proc.stdout[-4000:], proc.stderr[-2000:]))
+        sys.exit("bench_fleet: %s failed (%d):\n%s\n%s" % (
+            " ".join(argv[:4]), proc.returncode, proc.stdout[-4000:], proc.stderr[-2000:]))
     return elapsed, proc
 
 
@@ -69,7 +69,7 @@ def mirror(lab, work):
     run(["podman", "cp", dest + "/.", container + ":/srv/mirror"])
     run(["podman", "exec", container, "systemd-run", "--unit=release-mirror", "python3", "-m", "http.server",
          "8080", "--directory", "/srv/mirror"], check=False)
-    for _ in range(30):
+    for _attempt in range(30):
         if run(["podman", "exec", container, "python3", "-c", "import urllib.request;"
                 "urllib.request.urlopen('http://127.0.0.1:8080/v%s/SHA256SUMS')" % VERSIONS[1]],
                check=False)[1].returncode == 0:
@@ -79,7 +79,7 @@ def mirror(lab, work):
 
 
 def inventory(lab, work):
-    _, proc = run([LAB, "inventory", "--lab", lab, "--format", "json"])
+    _took, proc = run([LAB, "inventory", "--lab", lab, "--format", "json"])
     inv = json.loads(proc.stdout)
     children = inv["all"].setdefault("children", {})
     for group, variables in GROUP_VARS.items():
@@ -104,7 +104,7 @@ def measure(sites, args):
     lab = "%s-%d" % (args.lab, sites)
     hosts = ["mirror:mirror", "hub1:nats_servers,hub"] + ["edge%03d:nats_servers,spokes" % i for i in range(1, sites + 1)]
     run([LAB, "down", "--lab", lab], check=False)
-    up, _ = run([LAB, "up", "--lab", lab, *hosts])
+    up, _proc = run([LAB, "up", "--lab", lab, *hosts])
     try:
         with tempfile.TemporaryDirectory(prefix="bench-fleet-") as work:
             mirror(lab, work)
@@ -112,10 +112,10 @@ def measure(sites, args):
             env = environment(args, work)
             playbook = [os.path.join(BIN, "ansible-playbook"), "-i", inv]
             row = {"sites": sites, "up": up}
-            row["ping"], _ = run([os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"],
+            row["ping"], _proc = run([os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"],
                                  env=env)
-            row["converge"], _ = run(playbook + ["nats_edge.fleet.site"], env=env)
-            row["no-op"], _ = run(playbook + ["nats_edge.fleet.site"], env=env)
+            row["converge"], _proc = run(playbook + ["nats_edge.fleet.site"], env=env)
+            row["no-op"], _proc = run(playbook + ["nats_edge.fleet.site"], env=env)
             row["rollout"], proc = run(playbook + ["nats_edge.fleet.rollout", "-e", "nats_server_version=" + VERSIONS[1]],
                                        env=env)
             row["restarted"] = proc.stdout.count("  yes")
@@ -138,8 +138,8 @@ def main():
     args = parser.parse_args()
     rows = []
     print("forks %d, fact cache %s, pipelining on" % (args.forks, "jsonfile" if args.fact_cache else "off"))
-    print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s" % ("sites", "up s", "ping s", "converge", "per site", "no-op",
-                                                     "rollout", "per site", "conv/ping", "roll/ping"))
+    print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s" % (
+        "sites", "up s", "ping s", "converge", "per site", "no-op", "rollout", "per site", "conv/ping", "roll/ping"))
     for sites in args.sites:
         row = measure(sites, args)
         rows.append(row)

@@ -50,7 +50,7 @@ async def ensure_stream(js, name, replicas):
 
     config = StreamConfig(name="LOAD_" + name.upper(), subjects=["load.%s" % name], num_replicas=replicas,
                           storage="file", duplicate_window=300.0)
-    for _ in range(60):
+    for _attempt in range(60):
         try:
             await js.add_stream(config)
             return
