@@ -112,8 +112,8 @@ def measure(sites, args):
             env = environment(args, work)
             playbook = [os.path.join(BIN, "ansible-playbook"), "-i", inv]
             row = {"sites": sites, "up": up}
-            row["ping"], _proc = run([os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"],
-                                 env=env)
+            row["ping"], _proc = run(
+                [os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"], env=env)
             row["converge"], _proc = run(playbook + ["nats_edge.fleet.site"], env=env)
             row["no-op"], _proc = run(playbook + ["nats_edge.fleet.site"], env=env)
             row["rollout"], proc = run(playbook + ["nats_edge.fleet.rollout", "-e", "nats_server_version=" + VERSIONS[1]],
