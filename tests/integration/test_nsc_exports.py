@@ -131,7 +131,14 @@ def test_stream_and_private_service_imports_work_without_a_restart(operator_serv
                 await msg.respond(b"price for " + msg.data)
             await responder.subscribe("quote.request", cb=answer)
             await responder.flush()
-            return (await asker.request("app.quote", b"widget", timeout=3)).data
+            # the responder's interest reaches the asker's server over the route a moment later
+            for attempt in range(10):
+                try:
+                    return (await asker.request("app.quote", b"widget", timeout=1)).data
+                except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+                    if attempt == 9:
+                        raise
+                    await asyncio.sleep(0.5)
         finally:
             await asker.close()
             await responder.close()
