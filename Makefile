@@ -25,14 +25,18 @@ VERSION := $(shell sed -n 's/^version: *//p' galaxy.yml)
 TARBALL := $(ROOT)/build/nats_edge-fleet-$(VERSION).tar.gz
 DOCS_BUILD := $(ROOT)/build/docs
 
-DEMO_LAB := demo
+DEMO_LAB ?= demo
 DEMO_DIR := $(ROOT)/.lab
 DEMO_HOSTS := hub-1:hub hub-2:hub hub-3:hub \
 	spoke1-1:spoke1 spoke1-2:spoke1 spoke1-3:spoke1 \
 	spoke2-1:spoke2 spoke2-2:spoke2 spoke2-3:spoke2
-DEMO_PUBLISH := hub-1=127.0.0.1:4222:4222 hub-2=127.0.0.1:4232:4222 hub-3=127.0.0.1:4282:4222 \
-	spoke1-1=127.0.0.1:4242:4222 spoke1-2=127.0.0.1:4252:4222 spoke1-3=127.0.0.1:4292:4222 \
-	spoke2-1=127.0.0.1:4262:4222 spoke2-2=127.0.0.1:4272:4222 spoke2-3=127.0.0.1:4202:4222
+# the reference port plan on 127.0.0.1; LAB_PORT_OFFSET shifts it for a second lab
+LAB_PORT_OFFSET ?= 0
+DEMO_PORTS := hub-1=4222 hub-2=4232 hub-3=4282 spoke1-1=4242 spoke1-2=4252 spoke1-3=4292 \
+	spoke2-1=4262 spoke2-2=4272 spoke2-3=4202
+DEMO_PUBLISH := $(foreach p,$(DEMO_PORTS),$(firstword $(subst =, ,$(p)))=127.0.0.1:$(shell echo $$(($(lastword $(subst =, ,$(p))) + $(LAB_PORT_OFFSET)))):4222)
+export LAB_NAME := $(DEMO_LAB)
+export LAB_PORT_OFFSET
 
 .PHONY: help
 help:
@@ -227,7 +231,7 @@ changelog: venv
 demo: lab-ready demo-project
 	$(LAB) up --lab $(DEMO_LAB) $(DEMO_HOSTS) $(addprefix --publish ,$(DEMO_PUBLISH)) >/dev/null
 	cd $(DEMO_DIR) && ansible-playbook site.yml -i edge-fleet
-	python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB)
+	python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB) --port-offset $(LAB_PORT_OFFSET)
 	cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet
 
 .PHONY: demo-project
