@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -181,10 +182,24 @@ def run_sanity(args):
 # --- Galaxy's importer ----------------------------------------------------------
 
 
+def untracked_members(tarball):
+    """Files in the tarball that git does not track: a demo's secrets (.lab),
+    build output or caches that build_ignore missed. Empty outside a git checkout."""
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=False)
+    if tracked.returncode != 0:
+        return []
+    known = set(tracked.stdout.decode().split("\0"))
+    with tarfile.open(tarball) as tar:
+        return sorted(member.name for member in tar.getmembers()
+                      if member.isfile() and member.name not in known | {"MANIFEST.json", "FILES.json"})
+
+
 def run_importer(args):
-    """Galaxy's importer on a built tarball: every ERROR or WARNING it logs blocks."""
+    """Galaxy's importer on a built tarball: every ERROR or WARNING it logs blocks,
+    and so does a file in it that the checkout does not track."""
     started = time.monotonic()
     tarball = os.path.abspath(args.tarball)
+    stray = untracked_members(tarball)
     env = dict(os.environ, GALAXY_IMPORTER_CONFIG=os.path.join(ROOT, "tests", "lint", "galaxy-importer.cfg"),
                PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
     work = tempfile.mkdtemp(prefix="importer-")  # it writes importer_result.json to its cwd
@@ -198,6 +213,7 @@ def run_importer(args):
     if proc.returncode != 0 and not findings:
         sys.stderr.write(proc.stdout + proc.stderr)
         findings.append(("error", "", "the importer exited %d" % proc.returncode))
+    findings += [("error", name, "%s: not tracked by git; add it to build_ignore in galaxy.yml" % name) for name in stray]
     return report("galaxy-importer on %s" % os.path.basename(tarball), findings, [],
                   time.monotonic() - started, ("error", "warning"))
 
