@@ -132,6 +132,9 @@ def kv_stream(bucket, options):
             raise BucketError("bucket %r: mirror and sources cannot be combined" % bucket)
         item["mirror"] = _copy_of("KV_", "mirror", options["mirror"])
         item["mirror_direct"] = True
+        # a mirror stores what its origin accepted: nats-server 2.10+ keeps no
+        # duplicate window on it (asking for one would never be applied)
+        del item["duplicate_window"]
     else:
         item["subjects"] = ["$KV.%s.>" % bucket]
         if options.get("sources") is not None:
