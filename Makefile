@@ -35,6 +35,11 @@ LAB_PORT_OFFSET ?= 0
 DEMO_PORTS := hub-1=4222 hub-2=4232 hub-3=4282 spoke1-1=4242 spoke1-2=4252 spoke1-3=4292 \
 	spoke2-1=4262 spoke2-2=4272 spoke2-3=4202
 DEMO_PUBLISH := $(foreach p,$(DEMO_PORTS),$(firstword $(subst =, ,$(p)))=127.0.0.1:$(shell echo $$(($(lastword $(subst =, ,$(p))) + $(LAB_PORT_OFFSET)))):4222)
+DEMO_UP = $(LAB) up --lab $(DEMO_LAB) $(DEMO_HOSTS) $(addprefix --publish ,$(DEMO_PUBLISH))
+# $(call demo_timed,NAME,COMMAND): run a step of the demo and say how long it took
+demo_timed = started=$$(date +%s); $(2); echo "demo: $(1) took $$(( $$(date +%s) - started )) s"
+# $(call demo_url,PORT): a server's published client URL on 127.0.0.1
+demo_url = nats://127.0.0.1:$(shell echo $$(($(1) + $(LAB_PORT_OFFSET))))
 export LAB_NAME := $(DEMO_LAB)
 export LAB_PORT_OFFSET
 
@@ -228,11 +233,16 @@ changelog: venv
 # A user project in .lab (site.yml importing nats_edge.fleet.site, the inventory
 # directory edge-fleet), run exactly as a user runs it; the fleet's store, creds
 # and nats CLI contexts land in .lab too.
+# The last step is the data pipeline's: telemetry published at spoke1-1 and spoke2-1
+# (a few messages deliberately invalid), sourced into the hub stream telemetry, and
+# the Spark job's aggregates per site and metric read back from its Parquet output.
 demo: lab-ready demo-project
-	$(LAB) up --lab $(DEMO_LAB) $(DEMO_HOSTS) $(addprefix --publish ,$(DEMO_PUBLISH)) >/dev/null
-	cd $(DEMO_DIR) && ansible-playbook site.yml -i edge-fleet
+	@$(call demo_timed,lab up,$(DEMO_UP) >/dev/null)
+	@$(call demo_timed,site.yml,cd $(DEMO_DIR) && ansible-playbook site.yml -i edge-fleet)
 	python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB) --port-offset $(LAB_PORT_OFFSET)
 	cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet
+	python3 lab/spark-aggregates --lab $(DEMO_LAB) --publish 2000 --creds $(DEMO_DIR)/creds/TELEMETRY/edge.creds \
+	  --hub $(call demo_url,4222) --edge spoke-1=$(call demo_url,4242) --edge spoke-2=$(call demo_url,4262)
 
 .PHONY: demo-project
 demo-project:
