@@ -18,8 +18,10 @@ Debian's golang-go and golang-github-nats-io-go-nats-dev (GOPATH mode).
 
     .venv/bin/python bench/bench_spark_read.py                      # local[2], 1M messages
     BENCH_DRIVER_HOST=<this host on the lab network> .venv/bin/python bench/bench_spark_read.py \
-        --master spark://<master>:7077 --servers nats://<lab host>:4222 \
-        --executor-python /opt/nats-edge-spark/venv/bin/python
+        --master spark://<master>:7077 --servers nats://<lab host>:4222 [--creds FILE] \
+        --executor-python /opt/nats-edge-spark/venv/bin/python [--go-reader BUILT_READER]
+
+bench/README.md shows how to run it on the hub of `make demo`'s lab.
 """
 
 import argparse
