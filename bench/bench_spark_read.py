@@ -18,8 +18,10 @@ Debian's golang-go and golang-github-nats-io-go-nats-dev (GOPATH mode).
 
     .venv/bin/python bench/bench_spark_read.py                      # local[2], 1M messages
     BENCH_DRIVER_HOST=<this host on the lab network> .venv/bin/python bench/bench_spark_read.py \
-        --master spark://<master>:7077 --servers nats://<lab host>:4222 \
-        --executor-python /opt/nats-edge-spark/venv/bin/python
+        --master spark://<master>:7077 --servers nats://<lab host>:4222 [--creds FILE] \
+        --executor-python /opt/nats-edge-spark/venv/bin/python [--go-reader BUILT_READER]
+
+bench/README.md shows how to run it on the hub of `make demo`'s lab.
 """
 
 import argparse
@@ -62,11 +64,11 @@ def start_server(workdir):
     raise SystemExit("nats-server did not start")
 
 
-def fill(url, stream, count):
+def fill(url, stream, count, creds=None):
     from pyspark_jetstream._jetstream import JetStream
     from pyspark_jetstream._nats import Connection
 
-    with Connection([url], timeout=30) as conn:
+    with Connection([url], creds=creds, timeout=30) as conn:
         js = JetStream(conn)
         try:
             state = js.stream_info(stream)["state"]
@@ -92,18 +94,18 @@ def build_go(workdir):
     return binary
 
 
-def go_reader(binary, url, stream, mode):
-    out = subprocess.run([binary, "-url", url, "-stream", stream, "-mode", mode], check=True, capture_output=True,
-                         text=True).stdout
+def go_reader(binary, url, stream, mode, creds=None):
+    out = subprocess.run([binary, "-url", url, "-stream", stream, "-mode", mode] + (["-creds", creds] if creds else []),
+                         check=True, capture_output=True, text=True).stdout
     result = json.loads(out)
     return result["messages"], result["seconds"]
 
 
-def nats_py_reader(url, stream, count):
+def nats_py_reader(url, stream, count, creds=None):
     import nats
 
     async def run():
-        nc = await nats.connect(url)
+        nc = await nats.connect(url, user_credentials=creds)
         js = nc.jetstream()
         done = asyncio.get_running_loop().create_future()
         seen = [0]
@@ -122,7 +124,7 @@ def nats_py_reader(url, stream, count):
     return asyncio.run(run())
 
 
-def own_reader(url, stream):
+def own_reader(url, stream, creds=None):
     import pyarrow as pa
 
     from pyspark_jetstream._arrow import record_batch
@@ -134,7 +136,7 @@ def own_reader(url, stream):
     schema = to_arrow_schema(base_schema(), timezone="UTC")
     started = time.perf_counter()
     rows = 0
-    with Connection([url]) as conn:
+    with Connection([url], creds=creds) as conn:
         for chunk in RangeReader(conn, "$JS.API", stream, 1, 10 ** 12).batches():
             rows += record_batch(chunk, schema).num_rows
     assert isinstance(schema, pa.Schema)
@@ -158,10 +160,12 @@ def spark_session(master, executor_python=None):
     return spark
 
 
-def spark_reader(spark, url, stream, partitions):
+def spark_reader(spark, url, stream, partitions, creds=None):
     started = time.perf_counter()
-    (spark.read.format("jetstream").option("servers", url).option("partitions", str(partitions)).load(stream)
-     .write.format("noop").mode("overwrite").save())
+    reader = spark.read.format("jetstream").option("servers", url).option("partitions", str(partitions))
+    if creds:
+        reader = reader.option("creds", creds)
+    reader.load(stream).write.format("noop").mode("overwrite").save()
     return None, time.perf_counter() - started
 
 
@@ -174,6 +178,8 @@ def main():
     parser.add_argument("--servers", help="use this server (and its stream) instead of starting one")
     parser.add_argument("--executor-python", help="Python of the executors (a cluster's), default this one")
     parser.add_argument("--stream", default="bench")
+    parser.add_argument("--creds", help="creds of a user of an account with JetStream (servers in operator mode)")
+    parser.add_argument("--go-reader", help="a built bench/jetstream_reader.go (where there is no Go toolchain)")
     parser.add_argument("--skip", nargs="*", default=[], help="readers to leave out (go-pull, nats-py, ...)")
     args = parser.parse_args()
 
@@ -184,21 +190,21 @@ def main():
             url = args.servers
         else:
             server, url = start_server(workdir)
-        fill(url, args.stream, args.messages)
+        fill(url, args.stream, args.messages, args.creds)
         readers = {}
         if not {"go-pull", "go-ordered"} <= set(args.skip):
-            binary = build_go(workdir)
+            binary = args.go_reader or build_go(workdir)
             for mode in ("pull", "ordered"):
                 if "go-" + mode not in args.skip:
-                    readers["go-" + mode] = lambda mode=mode: go_reader(binary, url, args.stream, mode)
+                    readers["go-" + mode] = lambda mode=mode: go_reader(binary, url, args.stream, mode, args.creds)
         if "nats-py" not in args.skip:
-            readers["nats-py"] = lambda: nats_py_reader(url, args.stream, args.messages)
+            readers["nats-py"] = lambda: nats_py_reader(url, args.stream, args.messages, args.creds)
         if "reader" not in args.skip:
-            readers["reader"] = lambda: own_reader(url, args.stream)
+            readers["reader"] = lambda: own_reader(url, args.stream, args.creds)
         spark = spark_session(args.master, args.executor_python)
-        spark_reader(spark, url, args.stream, max(args.partitions))  # warm: JVM, Python workers, imports
+        spark_reader(spark, url, args.stream, max(args.partitions), args.creds)  # warm: JVM, Python workers, imports
         for partitions in args.partitions:
-            readers["spark-%d" % partitions] = lambda p=partitions: spark_reader(spark, url, args.stream, p)
+            readers["spark-%d" % partitions] = lambda p=partitions: spark_reader(spark, url, args.stream, p, args.creds)
 
         rates = {name: [] for name in readers}
         for round_number in range(args.repeat):

@@ -27,9 +27,14 @@ func main() {
 	stream := flag.String("stream", "bench", "stream to read")
 	mode := flag.String("mode", "pull", "pull or ordered")
 	batch := flag.Int("batch", 5000, "pull batch size")
+	creds := flag.String("creds", "", "creds file (servers in operator mode)")
 	flag.Parse()
+	var opts []nats.Option
+	if *creds != "" {
+		opts = append(opts, nats.UserCredentials(*creds))
+	}
 
-	nc, err := nats.Connect(*url)
+	nc, err := nats.Connect(*url, opts...)
 	if err != nil {
 		fail(err)
 	}

@@ -121,6 +121,19 @@ def test_the_job_aggregates_what_the_edges_sourced_into_the_hub(spark, hub, tmp_
     assert summaries[0]["rejected"] == 30 and summaries[0]["windows"] and summaries[-1]["through_seq"] == 600
 
 
+def test_a_run_on_an_empty_stream_leaves_a_state_that_says_so(spark, hub, tmp_path):
+    # what a deployment waits for, also before the edges have sent anything
+    config = config_for(hub, tmp_path)
+    job.run(config, spark=spark)
+    state = json.load(open(os.path.join(config["output"], "_state.json")))
+    assert state["batch"] == -1 and state["totals"]["messages"] == 0
+    publish(hub, telemetry_messages(20))
+    wait_for(lambda: js_call(hub, "STREAM.INFO.telemetry")["state"]["messages"] == 20)
+    job.run(config, spark=spark)
+    state = json.load(open(os.path.join(config["output"], "_state.json")))
+    assert state["batch"] >= 0 and state["totals"]["messages"] == 20
+
+
 def test_a_replayed_micro_batch_counts_once(tmp_path):
     import pyarrow as pa
 

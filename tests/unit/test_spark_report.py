@@ -48,3 +48,17 @@ def test_the_table_has_a_line_per_site_and_metric_and_the_totals(output, capsys)
 def test_an_output_without_runs_says_so(tmp_path):
     lines = telemetry.format_report(*telemetry.report(str(tmp_path))).splitlines()
     assert lines[0].split() == list(telemetry.REPORT_COLUMNS) and lines[1:] == ["no output yet"]
+
+
+def test_a_job_that_read_nothing_yet_says_it_runs_and_its_first_batch_counts_in_full(tmp_path):
+    out = str(tmp_path / "out")
+    assert telemetry.mark_started(out, "q1")
+    assert not telemetry.mark_started(out, "q1")  # never replaces a state
+    assert telemetry.format_report(*telemetry.report(out)).splitlines()[1:] == [
+        "messages 0: the job runs and has read nothing yet"]
+    telemetry.update_state(out, "q1", 0, {"messages": 5, "rejected": 1, "valid": 4, "last_seq": 5})
+    state = json.load(open(tmp_path / "out" / "_state.json"))
+    assert state["batch"] == 0 and state["totals"] == {"messages": 5, "rejected": 1, "valid": 4, "last_seq": 5}
+    assert not telemetry.mark_started(out, "q1")
+    assert json.load(open(tmp_path / "out" / "_state.json")) == state
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["_state.json"]

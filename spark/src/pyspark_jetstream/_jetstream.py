@@ -106,7 +106,11 @@ class JetStream(object):
         when there is nothing to read."""
         try:
             state = self.stream_info(stream)["state"]
-            return int(state["first_seq"]), int(state["last_seq"])
+            first, last = int(state["first_seq"]), int(state["last_seq"])
+            # a stream never written to says 0, 0; one emptied says last + 1, last
+            if not state.get("messages"):
+                first = last + 1
+            return first, last
         except NoResponders:
             pass
         first, pending = self.probe(stream, filter_subject, deliver_subject, deliver_policy="all")

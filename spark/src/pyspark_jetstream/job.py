@@ -236,6 +236,11 @@ def run(config, once=False, spark=None):
         writer = writer.trigger(processingTime="%d seconds" % max(1, int(config["trigger_interval"])))
     query = writer.start()
     try:
+        # once the first trigger is done (or the query is), a state file says the job
+        # runs, also when the stream had nothing to read
+        while not query.awaitTermination(1) and query.lastProgress is None:
+            pass
+        telemetry.mark_started(config["output"], query.id)
         query.awaitTermination()
     finally:
         if query.isActive:

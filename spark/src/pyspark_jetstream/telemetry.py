@@ -199,6 +199,27 @@ def update_state(output, query, batch, counts):
     return state
 
 
+def mark_started(output, query):
+    """The state of a query that has run but read nothing yet (an empty stream),
+    so that a deployment waiting for ``_state.json`` sees the job running. Never
+    replaces a state: a micro-batch that wrote one first wins."""
+    path = os.path.join(output, "_state.json")
+    if os.path.exists(path):
+        return False
+    os.makedirs(output, exist_ok=True)
+    temporary = "%s.%d.tmp" % (path, os.getpid())
+    with open(temporary, "w") as handle:
+        json.dump(dict(query=query, batch=-1, totals={"messages": 0, "rejected": 0, "valid": 0, "last_seq": 0},
+                       last_batch=None), handle, indent=1, sort_keys=True)
+    try:
+        os.link(temporary, path)  # fails where update_state got there first
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(temporary)
+
+
 def _dataset(output, kind):
     import pyarrow.dataset as ds
 
@@ -262,7 +283,9 @@ def format_report(rows, state):
     widths = [max(len(line[i]) for line in lines) for i in range(len(REPORT_COLUMNS))]
     text = ["  ".join(value.rjust(width) if i > 1 else value.ljust(width) for i, (value, width)
                       in enumerate(zip(line, widths))).rstrip() for line in lines]
-    if state is not None:
+    if state is not None and state.get("batch", -1) < 0:
+        text.append("messages 0: the job runs and has read nothing yet")
+    elif state is not None:
         totals = state.get("totals", {})
         text.append("messages %s, rejected %s (kept in rejects/), after micro-batch %s" % (
             totals.get("messages"), totals.get("rejected"), state.get("batch")))
