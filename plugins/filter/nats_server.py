@@ -109,6 +109,22 @@ def nats_size(value, field="size"):
     return sc.parse_size(value, field)
 
 
+def nats_server_file_current(files, path, kind, owner, group, mode, checksum=None):
+    """Whether ``path``, as nats_server_state described it in ``files``, is already the wanted
+    ``kind`` (file or directory) with that owner, group, mode and (for a file) SHA-1 checksum."""
+    found = (files or {}).get(path) or {}
+    if not found.get("exists") or found.get("type") != kind:
+        return False
+    if str(found.get("owner")) != str(owner) or str(found.get("group")) != str(group):
+        return False
+    try:
+        if int(str(found.get("mode")), 8) != int(str(mode), 8):
+            return False
+    except ValueError:
+        return False
+    return checksum is None or found.get("checksum") == checksum
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -127,4 +143,5 @@ class FilterModule(object):
             "nats_timestamp": nats_timestamp,
             "nats_duration_seconds": nats_duration_seconds,
             "nats_size": nats_size,
+            "nats_server_file_current": nats_server_file_current,
         }
