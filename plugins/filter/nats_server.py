@@ -109,20 +109,24 @@ def nats_size(value, field="size"):
     return sc.parse_size(value, field)
 
 
-def nats_server_file_current(files, path, kind, owner, group, mode, checksum=None):
-    """Whether ``path``, as nats_server_state described it in ``files``, is already the wanted
-    ``kind`` (file or directory) with that owner, group, mode and (for a file) SHA-1 checksum."""
-    found = (files or {}).get(path) or {}
-    if not found.get("exists") or found.get("type") != kind:
+def _current(found, wanted):
+    if not found.get("exists") or found.get("type") != wanted.get("kind", "file"):
         return False
-    if str(found.get("owner")) != str(owner) or str(found.get("group")) != str(group):
+    if str(found.get("owner")) != str(wanted.get("owner")) or str(found.get("group")) != str(wanted.get("group")):
         return False
     try:
-        if int(str(found.get("mode")), 8) != int(str(mode), 8):
+        if int(str(found.get("mode")), 8) != int(str(wanted.get("mode")), 8):
             return False
     except ValueError:
         return False
-    return checksum is None or found.get("checksum") == checksum
+    return wanted.get("checksum") is None or found.get("checksum") == wanted["checksum"]
+
+
+def nats_server_stale_paths(files, wanted):
+    """The paths of ``wanted`` ([{path, kind, owner, group, mode, checksum}]) that are not yet as
+    wanted on the host, as nats_server_state described it in ``files``."""
+    files = files or {}
+    return [item["path"] for item in wanted or [] if not _current(files.get(item["path"]) or {}, item)]
 
 
 class FilterModule(object):
@@ -143,5 +147,5 @@ class FilterModule(object):
             "nats_timestamp": nats_timestamp,
             "nats_duration_seconds": nats_duration_seconds,
             "nats_size": nats_size,
-            "nats_server_file_current": nats_server_file_current,
+            "nats_server_stale_paths": nats_server_stale_paths,
         }

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.nats_edge.fleet.plugins.filter.nats_server import nats_server_file_current
+from ansible_collections.nats_edge.fleet.plugins.filter.nats_server import nats_server_stale_paths
 from ansible_collections.nats_edge.fleet.plugins.modules import nats_server_state as state
 
 
@@ -56,26 +56,32 @@ FILES = {
                                           "mode": "0640", "checksum": "abc"},
     "/etc/nats-server/operator.jwt": {"exists": False},
 }
+DIR = {"path": "/etc/nats-server", "kind": "directory", "owner": "root", "group": "nats", "mode": "0750"}
+CONF = {"path": "/etc/nats-server/nats-server.conf", "kind": "file", "owner": "root", "group": "nats", "mode": "0640",
+        "checksum": "abc"}
 
 
-@pytest.mark.parametrize("args, current", [
-    (("/etc/nats-server", "directory", "root", "nats", "0750"), True),
-    (("/etc/nats-server", "directory", "root", "nats", 750), True),
-    (("/etc/nats-server", "directory", "root", "nats", "0755"), False),
-    (("/etc/nats-server", "directory", "nats", "nats", "0750"), False),
-    (("/etc/nats-server", "directory", "root", "root", "0750"), False),
-    (("/etc/nats-server", "file", "root", "nats", "0750"), False),
-    (("/etc/nats-server/nats-server.conf", "file", "root", "nats", "0640", "abc"), True),
-    (("/etc/nats-server/nats-server.conf", "file", "root", "nats", "0640", "abd"), False),
-    (("/etc/nats-server/nats-server.conf", "file", "root", "nats", "0640"), True),
-    (("/etc/nats-server/operator.jwt", "file", "root", "nats", "0640", "abc"), False),
+@pytest.mark.parametrize("wanted, stale", [
+    (DIR, False),
+    (dict(DIR, mode=750), False),
+    (dict(DIR, mode="0755"), True),
+    (dict(DIR, owner="nats"), True),
+    (dict(DIR, group="root"), True),
+    (dict(DIR, kind="file"), True),
+    (CONF, False),
+    (dict(CONF, checksum="abd"), True),
+    # without a checksum the content is not compared
+    ({k: v for k, v in CONF.items() if k != "checksum"}, False),
+    (dict(CONF, path="/etc/nats-server/operator.jwt"), True),
     # a path the state call was not asked about is never taken as current
-    (("/etc/other", "directory", "root", "nats", "0750"), False),
+    (dict(DIR, path="/etc/other"), True),
 ])
-def test_a_path_is_current_only_when_everything_matches(args, current):
-    assert nats_server_file_current(FILES, *args) is current
+def test_a_path_is_stale_unless_everything_matches(wanted, stale):
+    assert nats_server_stale_paths(FILES, [wanted]) == ([wanted["path"]] if stale else [])
 
 
-def test_no_state_at_all_means_nothing_is_current():
-    assert nats_server_file_current({}, "/etc/nats-server", "directory", "root", "nats", "0750") is False
-    assert nats_server_file_current(None, "/etc/nats-server", "directory", "root", "nats", "0750") is False
+def test_stale_paths_keep_the_order_given_and_no_state_means_everything_is_stale():
+    wanted = [dict(CONF, checksum="new"), DIR, dict(DIR, path="/var/lib/nats-server")]
+    assert nats_server_stale_paths(FILES, wanted) == ["/etc/nats-server/nats-server.conf", "/var/lib/nats-server"]
+    assert nats_server_stale_paths({}, [DIR]) == ["/etc/nats-server"]
+    assert nats_server_stale_paths(None, [DIR]) == ["/etc/nats-server"]
