@@ -7,10 +7,15 @@ Runs, alternating, on a lab that site.yml has already converged (``make demo``):
   site   ``ansible-playbook site.yml -i edge-fleet`` in the demo project, which
          must report changed=0 on every host
 
-and prints every run, the medians and the ratio site / floor, with the time
-of each stage (by tag) from one extra run per stage.
+  before site.yml again with the collection found under --before (a collections
+         path holding another version of nats_edge.fleet), when given
 
-Usage: .venv/bin/python bench/bench_fleet_converge.py [--project .lab] [--rounds 3] [--stages]
+and prints every run, the medians and the ratio site / floor, with the time
+of each stage (by tag) from one extra run per stage, and the load average
+over the run. The lab is the one the inventory names: LAB_NAME and
+LAB_PORT_OFFSET from the environment select another than the demo's.
+
+Usage: .venv/bin/python bench/bench_fleet_converge.py [--project .lab] [--rounds 3] [--stages] [--before PATH]
 """
 
 import argparse
@@ -36,9 +41,10 @@ FLOOR = """---
 """
 
 
-def run(argv, cwd):
+def run(argv, cwd, collections=None):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections) if collections else None
     started = time.monotonic()
-    out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    out = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False, env=env)
     took = time.monotonic() - started
     if out.returncode:
         sys.exit("bench: %s failed:\n%s" % (" ".join(argv), out.stdout[-3000:] + out.stderr[-2000:]))
@@ -46,34 +52,53 @@ def run(argv, cwd):
     return took, changed
 
 
+def site(project, collections=None, tags=None):
+    argv = ["ansible-playbook", "site.yml", "-i", "edge-fleet"] + (["--tags", tags] if tags else [])
+    took, changed = run(argv, project, collections)
+    if changed and not tags:
+        sys.exit("bench: site.yml was not idempotent (changed=%d)" % changed)
+    return took
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--project", default=".lab")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--stages", action="store_true", help="also time each stage alone")
+    parser.add_argument("--before", help="a collections path with the version to compare with, run alternately")
     args = parser.parse_args()
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as handle:
         handle.write(FLOOR)
-    floor, site = [], []
+    runs = {"floor": [], "site": [], "before": []}
+    loads = [os.getloadavg()[0]]
+    stages = {}
     try:
         for i in range(args.rounds):
-            took = run(["ansible-playbook", handle.name, "-i", "edge-fleet"], args.project)[0]
-            floor.append(took)
-            took, changed = run(["ansible-playbook", "site.yml", "-i", "edge-fleet"], args.project)
-            site.append(took)
-            print("round %d: floor %.1f s, site.yml %.1f s (changed=%d)" % (i + 1, floor[-1], site[-1], changed))
-            if changed:
-                sys.exit("bench: site.yml was not idempotent (changed=%d)" % changed)
-        stages = {}
+            runs["floor"].append(run(["ansible-playbook", handle.name, "-i", "edge-fleet"], args.project)[0])
+            runs["site"].append(site(args.project))
+            if args.before:
+                runs["before"].append(site(args.project, args.before))
+            loads.append(os.getloadavg()[0])
+            print("round %d: %s (load %.1f)" % (i + 1, ", ".join(
+                "%s %.1f s" % (name, times[-1]) for name, times in runs.items() if times), loads[-1]), flush=True)
         if args.stages:
             for tag in ("accounts", "servers", "push", "streams"):
-                stages[tag] = run(["ansible-playbook", "site.yml", "-i", "edge-fleet", "--tags", tag], args.project)[0]
+                for name, collections in (("site", None), ("before", args.before)):
+                    if name == "site" or collections:
+                        stages.setdefault(tag, {})[name] = site(args.project, collections, tag)
+                loads.append(os.getloadavg()[0])
     finally:
         os.unlink(handle.name)
-    f, s = statistics.median(floor), statistics.median(site)
-    print("\nmedian floor %.1f s, median idempotent site.yml %.1f s: %.1fx the floor" % (f, s, s / f))
+    floor = statistics.median(runs["floor"])
+    print("\nload average (1 min) %.1f to %.1f during the run" % (min(loads), max(loads)))
+    print("median floor %.1f s" % floor)
+    for name, label in (("site", "idempotent site.yml"), ("before", "idempotent site.yml, --before")):
+        if runs[name]:
+            took = statistics.median(runs[name])
+            print("median %s %.1f s: %.1fx the floor" % (label, took, took / floor))
     for tag, took in stages.items():
-        print("  --tags %-8s %.1f s (%.1fx the floor; includes the preflight)" % (tag, took, took / f))
+        print("  --tags %-8s %s (includes the preflight)" % (tag, ", ".join(
+            "%s %.1f s = %.1fx the floor" % (name, value, value / floor) for name, value in took.items())))
 
 
 if __name__ == "__main__":

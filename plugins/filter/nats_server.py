@@ -109,6 +109,26 @@ def nats_size(value, field="size"):
     return sc.parse_size(value, field)
 
 
+def _current(found, wanted):
+    if not found.get("exists") or found.get("type") != wanted.get("kind", "file"):
+        return False
+    if str(found.get("owner")) != str(wanted.get("owner")) or str(found.get("group")) != str(wanted.get("group")):
+        return False
+    try:
+        if int(str(found.get("mode")), 8) != int(str(wanted.get("mode")), 8):
+            return False
+    except ValueError:
+        return False
+    return wanted.get("checksum") is None or found.get("checksum") == wanted["checksum"]
+
+
+def nats_server_stale_paths(files, wanted):
+    """The paths of ``wanted`` ([{path, kind, owner, group, mode, checksum}]) that are not yet as
+    wanted on the host, as nats_server_state described it in ``files``."""
+    files = files or {}
+    return [item["path"] for item in wanted or [] if not _current(files.get(item["path"]) or {}, item)]
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -127,4 +147,5 @@ class FilterModule(object):
             "nats_timestamp": nats_timestamp,
             "nats_duration_seconds": nats_duration_seconds,
             "nats_size": nats_size,
+            "nats_server_stale_paths": nats_server_stale_paths,
         }

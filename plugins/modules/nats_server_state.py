@@ -1,0 +1,319 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nats_server_state
+short_description: Read a nats-server host's state in one call
+description:
+  - Reads, in one round trip, what the C(nats_edge.fleet.nats_server) role needs
+    to know about a host before it changes anything; the role then skips every task whose
+    target is already as wanted.
+  - The installed binary (C(nats-server --version) and its modification time), the package
+    that provides it (dpkg or rpm), the service account, the systemd unit's state, the
+    owner, group, mode, modification time and SHA-1 checksum of files and directories, and
+    the running server's C(/varz) from its monitoring port.
+  - Reads only; nothing on the host changes. A part that cannot be read (no such file, no
+    package manager, a server that does not answer) is reported as absent, not as a failure.
+author:
+  - nats_edge.fleet contributors (@nats_edge)
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads; it runs the same in check mode.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is no diff.
+  idempotent:
+    support: full
+    description: Never changes anything.
+options:
+  binary:
+    description: Path of the nats-server binary to run with C(--version).
+    type: path
+  package:
+    description: Name of the package that provides the binary, looked up with C(dpkg-query) or C(rpm).
+    type: str
+  user:
+    description: Name of the account the server runs as.
+    type: str
+  group:
+    description: Name of the server's group.
+    type: str
+  service:
+    description: Name of the systemd unit, without C(.service).
+    type: str
+  paths:
+    description:
+      - Files and directories to describe in RV(files). Regular files get a SHA-1 checksum.
+    type: list
+    elements: path
+    default: []
+  monitor_url:
+    description:
+      - Base URL of the server's monitoring port, such as V(http://127.0.0.1:8222); its C(/varz) is read.
+      - Left out, RV(varz) is not read.
+    type: str
+  timeout:
+    description: Seconds to wait for the monitoring port and for each command.
+    type: float
+    default: 5
+notes:
+  - The role calls it with every path it manages; it is also useful alone, to see a host's state.
+"""
+
+EXAMPLES = r"""
+---
+- name: Read the host's nats-server state
+  nats_edge.fleet.nats_server_state:
+    binary: /usr/sbin/nats-server
+    package: nats-server
+    user: nats
+    group: nats
+    service: nats-server
+    paths:
+      - /etc/nats-server
+      - /etc/nats-server/nats-server.conf
+    monitor_url: http://127.0.0.1:8222
+  register: nats_state
+
+- name: Show the version the server runs
+  ansible.builtin.debug:
+    msg: "{{ nats_state.varz.version | default('not running') }}"
+"""
+
+RETURN = r"""
+binary:
+  description:
+    - The result of C(<binary> --version) (C(rc), C(stdout), C(stderr); C(rc) is V(127) when the file is not there)
+      and the binary's modification time (C(mtime), seconds, V(null) when absent).
+  returned: when O(binary) is given
+  type: dict
+  sample: {"rc": 0, "stdout": "nats-server: v2.9.10", "stderr": "", "mtime": 1700000000.5}
+package:
+  description:
+    - C(installed) (V(true), V(false), or V(null) when the host has neither dpkg nor rpm), C(version) of the
+      installed package (empty when it is not installed) and C(manager) (V(dpkg), V(rpm) or V(null)).
+  returned: when O(package) is given
+  type: dict
+  sample: {"installed": true, "version": "2.9.10-1+b5", "manager": "dpkg"}
+user:
+  description: C(exists), and for an existing account its C(uid), C(gid), primary C(group), C(home) and C(shell).
+  returned: when O(user) is given
+  type: dict
+  sample: {"exists": true, "uid": 999, "gid": 999, "group": "nats", "home": "/var/lib/nats", "shell": "/usr/sbin/nologin"}
+group:
+  description: C(exists), and for an existing group its C(gid).
+  returned: when O(group) is given
+  type: dict
+  sample: {"exists": true, "gid": 999}
+service:
+  description:
+    - The unit's C(LoadState), C(ActiveState), C(SubState), C(UnitFileState), C(MainPID) and C(NeedDaemonReload)
+      as C(systemctl show) reports them; empty when systemctl is not there.
+  returned: when O(service) is given
+  type: dict
+  sample: {"LoadState": "loaded", "ActiveState": "active", "SubState": "running", "UnitFileState": "enabled"}
+files:
+  description:
+    - Each path of O(paths) with C(exists), and for an existing one C(type) (V(file), V(directory), V(link) or
+      V(other)), C(owner), C(group) (names, or the numeric id when the name is unknown), C(mode) (octal, four
+      digits), C(mtime) (seconds) and, for a regular file, its SHA-1 C(checksum).
+  returned: always
+  type: dict
+  sample: {"/etc/nats-server/nats-server.conf": {"exists": true, "type": "file", "owner": "root", "group": "nats",
+           "mode": "0640", "mtime": 1700000000.25, "checksum": "3f786850e387550fdab836ed7e6dc881de23001b"}}
+mtimes:
+  description:
+    - The modification time (seconds) of each existing path of O(paths) and of O(binary), by path; the role
+      compares them with the time the running server started and last loaded its config.
+  returned: always
+  type: dict
+  sample: {"/etc/nats-server/nats-server.conf": 1700000000.25, "/usr/sbin/nats-server": 1681032798.0}
+varz:
+  description: The server's C(/varz), or V(null) when it did not answer.
+  returned: when O(monitor_url) is given
+  type: dict
+varz_error:
+  description: Why C(/varz) could not be read, empty when it was.
+  returned: when O(monitor_url) is given
+  type: str
+"""
+
+import grp
+import hashlib
+import json
+import os
+import pwd
+import stat
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
+
+ARGUMENT_SPEC = dict(
+    binary=dict(type="path"),
+    package=dict(type="str"),
+    user=dict(type="str"),
+    group=dict(type="str"),
+    service=dict(type="str"),
+    paths=dict(type="list", elements="path", default=[]),
+    monitor_url=dict(type="str"),
+    timeout=dict(type="float", default=5),
+)
+
+UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "NeedDaemonReload")
+
+
+def _name(lookup, ident):
+    try:
+        return lookup(ident)
+    except KeyError:
+        return str(ident)
+
+
+def describe_path(path):
+    """What the role compares a managed file or directory with: type, owner, group, mode, mtime, checksum."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return {"exists": False}
+    if stat.S_ISLNK(info.st_mode):
+        kind = "link"
+    elif stat.S_ISDIR(info.st_mode):
+        kind = "directory"
+    elif stat.S_ISREG(info.st_mode):
+        kind = "file"
+    else:
+        kind = "other"
+    out = {
+        "exists": True,
+        "type": kind,
+        "owner": _name(lambda uid: pwd.getpwuid(uid).pw_name, info.st_uid),
+        "group": _name(lambda gid: grp.getgrgid(gid).gr_name, info.st_gid),
+        "mode": "%04o" % stat.S_IMODE(info.st_mode),
+        "mtime": info.st_mtime_ns / 1e9,
+    }
+    if kind == "file":
+        out["checksum"] = file_sha1(path)
+    return out
+
+
+def file_sha1(path):
+    digest = hashlib.sha1()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(65536), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def parse_unit_properties(text):
+    """``Key=Value`` lines of ``systemctl show`` as a dict."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def parse_package_version(manager, rc, stdout):
+    """(installed, version) from ``dpkg-query -W -f '${db:Status-Status} ${Version}'`` or ``rpm -q --qf``."""
+    text = stdout.strip()
+    if rc != 0 or not text:
+        return False, ""
+    if manager == "dpkg":
+        status, _sep, version = text.partition(" ")
+        return (True, version) if status == "installed" else (False, "")
+    return True, text
+
+
+def read_user(name):
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return {"exists": False}
+    return {"exists": True, "uid": entry.pw_uid, "gid": entry.pw_gid,
+            "group": _name(lambda gid: grp.getgrgid(gid).gr_name, entry.pw_gid),
+            "home": entry.pw_dir, "shell": entry.pw_shell}
+
+
+def read_group(name):
+    try:
+        entry = grp.getgrnam(name)
+    except KeyError:
+        return {"exists": False}
+    return {"exists": True, "gid": entry.gr_gid}
+
+
+class HostState(object):
+    def __init__(self, module):
+        self.module = module
+        self.timeout = module.params["timeout"]
+
+    def run(self, argv):
+        return self.module.run_command(argv, check_rc=False, environ_update={"LC_ALL": "C"})
+
+    def binary(self, path):
+        if not os.path.exists(path):
+            return {"rc": 127, "stdout": "", "stderr": "%s: not found" % path, "mtime": None}
+        rc, out, err = self.run([path, "--version"])
+        return {"rc": rc, "stdout": out.strip(), "stderr": err.strip(), "mtime": os.stat(path).st_mtime_ns / 1e9}
+
+    def package(self, name):
+        for manager, argv in (("dpkg", ["dpkg-query", "-W", "-f", "${db:Status-Status} ${Version}", name]),
+                              ("rpm", ["rpm", "-q", "--qf", "%{VERSION}", name])):
+            tool = self.module.get_bin_path(argv[0])
+            if tool:
+                rc, out, _err = self.run([tool] + argv[1:])
+                installed, version = parse_package_version(manager, rc, out)
+                return {"installed": installed, "version": version, "manager": manager}
+        return {"installed": None, "version": "", "manager": None}
+
+    def service(self, name):
+        systemctl = self.module.get_bin_path("systemctl")
+        if not systemctl:
+            return {}
+        rc, out, _err = self.run([systemctl, "show", name + ".service", "--property=" + ",".join(UNIT_PROPERTIES)])
+        return parse_unit_properties(out) if rc == 0 else {}
+
+    def varz(self, base_url):
+        from ansible.module_utils.urls import open_url
+
+        try:
+            with open_url(base_url.rstrip("/") + "/varz", timeout=self.timeout, validate_certs=False) as response:
+                return json.loads(response.read().decode("utf-8")), ""
+        except Exception as exc:  # any failure means the server does not answer
+            return None, str(exc)
+
+
+def main():
+    module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    host = HostState(module)
+    result = {"changed": False, "files": dict((path, describe_path(path)) for path in params["paths"])}
+    result["mtimes"] = dict((path, found["mtime"]) for path, found in result["files"].items() if found["exists"])
+    if params["binary"]:
+        result["binary"] = host.binary(params["binary"])
+        if result["binary"]["mtime"] is not None:
+            result["mtimes"][params["binary"]] = result["binary"]["mtime"]
+    if params["package"]:
+        result["package"] = host.package(params["package"])
+    if params["user"]:
+        result["user"] = read_user(params["user"])
+    if params["group"]:
+        result["group"] = read_group(params["group"])
+    if params["service"]:
+        result["service"] = host.service(params["service"])
+    if params["monitor_url"]:
+        result["varz"], result["varz_error"] = host.varz(params["monitor_url"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

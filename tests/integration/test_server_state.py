@@ -1,0 +1,37 @@
+"""nats_server_state against a real nats-server: its version, its live /varz, and the files beside it."""
+
+import hashlib
+import os
+
+from conftest import free_port
+
+
+def test_reads_a_running_server_its_binary_and_files(nats_binary, start_server, module, tmp_path):
+    binary, version = nats_binary
+    port, http = free_port(), free_port()
+    server = start_server(binary, 'listen: "127.0.0.1:%d"\nhttp: "127.0.0.1:%d"\n' % (port, http), "n1", http)
+    server.wait(lambda: server.get("healthz")["status"] == "ok")
+    conf = str(tmp_path / "n1.conf")
+
+    result = module("nats_server_state", {
+        "binary": binary, "paths": [conf, str(tmp_path), str(tmp_path / "missing")],
+        "monitor_url": "http://127.0.0.1:%d" % http, "service": "nats-edge-no-such-unit"})
+
+    assert not result.get("failed") and not result["changed"], result
+    assert result["binary"]["rc"] == 0 and result["binary"]["stdout"].endswith("v" + version)
+    assert result["varz"]["version"] == version and result["varz"]["port"] == port and result["varz_error"] == ""
+    with open(conf, "rb") as handle:
+        assert result["files"][conf]["checksum"] == hashlib.sha1(handle.read()).hexdigest()
+    assert result["files"][str(tmp_path)]["type"] == "directory"
+    assert result["files"][str(tmp_path / "missing")] == {"exists": False}
+    assert set(result["mtimes"]) == {conf, str(tmp_path), binary}
+    assert result["mtimes"][conf] == os.stat(conf).st_mtime_ns / 1e9
+
+
+def test_a_server_that_does_not_answer_and_a_missing_binary_are_reported_not_failed(module, tmp_path):
+    result = module("nats_server_state", {"binary": str(tmp_path / "nats-server"),
+                                          "monitor_url": "http://127.0.0.1:%d" % free_port(), "timeout": 1})
+    assert not result.get("failed"), result
+    assert result["binary"]["rc"] == 127 and result["binary"]["mtime"] is None
+    assert result["varz"] is None and result["varz_error"]
+    assert result["files"] == {} and result["mtimes"] == {}

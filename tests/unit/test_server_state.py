@@ -1,0 +1,87 @@
+"""nats_server_state's readings of a host and the comparison the nats_server role skips its writes by."""
+
+import hashlib
+import os
+
+import pytest
+
+from ansible_collections.nats_edge.fleet.plugins.filter.nats_server import nats_server_stale_paths
+from ansible_collections.nats_edge.fleet.plugins.modules import nats_server_state as state
+
+
+def test_a_regular_file_is_described_with_its_checksum(tmp_path):
+    path = tmp_path / "nats-server.conf"
+    path.write_bytes(b"port: 4222\n")
+    os.chmod(path, 0o640)
+    found = state.describe_path(str(path))
+    assert found["exists"] and found["type"] == "file" and found["mode"] == "0640"
+    assert found["checksum"] == hashlib.sha1(b"port: 4222\n").hexdigest()
+    assert found["mtime"] == pytest.approx(os.stat(path).st_mtime, abs=1e-6)
+
+
+def test_a_directory_has_no_checksum_and_a_missing_path_only_says_so(tmp_path):
+    os.chmod(tmp_path, 0o750)
+    found = state.describe_path(str(tmp_path))
+    assert found["type"] == "directory" and found["mode"] == "0750" and "checksum" not in found
+    assert state.describe_path(str(tmp_path / "nope")) == {"exists": False}
+
+
+def test_a_link_is_not_taken_for_its_target(tmp_path):
+    (tmp_path / "target").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    assert state.describe_path(str(tmp_path / "link"))["type"] == "link"
+
+
+@pytest.mark.parametrize("manager, rc, out, expected", [
+    ("dpkg", 0, "installed 2.9.10-1+b3", (True, "2.9.10-1+b3")),
+    # removed but its config kept: not installed
+    ("dpkg", 0, "config-files 2.9.10-1+b3", (False, "")),
+    ("dpkg", 1, "", (False, "")),
+    ("rpm", 0, "2.10.22", (True, "2.10.22")),
+    ("rpm", 1, "package nats-server is not installed", (False, "")),
+])
+def test_package_versions(manager, rc, out, expected):
+    assert state.parse_package_version(manager, rc, out) == expected
+
+
+def test_unit_properties():
+    text = "LoadState=loaded\nActiveState=active\nSubState=running\nUnitFileState=enabled\nMainPID=612\n"
+    assert state.parse_unit_properties(text) == {"LoadState": "loaded", "ActiveState": "active", "SubState": "running",
+                                                 "UnitFileState": "enabled", "MainPID": "612"}
+
+
+FILES = {
+    "/etc/nats-server": {"exists": True, "type": "directory", "owner": "root", "group": "nats", "mode": "0750"},
+    "/etc/nats-server/nats-server.conf": {"exists": True, "type": "file", "owner": "root", "group": "nats",
+                                          "mode": "0640", "checksum": "abc"},
+    "/etc/nats-server/operator.jwt": {"exists": False},
+}
+DIR = {"path": "/etc/nats-server", "kind": "directory", "owner": "root", "group": "nats", "mode": "0750"}
+CONF = {"path": "/etc/nats-server/nats-server.conf", "kind": "file", "owner": "root", "group": "nats", "mode": "0640",
+        "checksum": "abc"}
+
+
+@pytest.mark.parametrize("wanted, stale", [
+    (DIR, False),
+    (dict(DIR, mode=750), False),
+    (dict(DIR, mode="0755"), True),
+    (dict(DIR, owner="nats"), True),
+    (dict(DIR, group="root"), True),
+    (dict(DIR, kind="file"), True),
+    (CONF, False),
+    (dict(CONF, checksum="abd"), True),
+    # without a checksum the content is not compared
+    ({k: v for k, v in CONF.items() if k != "checksum"}, False),
+    (dict(CONF, path="/etc/nats-server/operator.jwt"), True),
+    # a path the state call was not asked about is never taken as current
+    (dict(DIR, path="/etc/other"), True),
+])
+def test_a_path_is_stale_unless_everything_matches(wanted, stale):
+    assert nats_server_stale_paths(FILES, [wanted]) == ([wanted["path"]] if stale else [])
+
+
+def test_stale_paths_keep_the_order_given_and_no_state_means_everything_is_stale():
+    wanted = [dict(CONF, checksum="new"), DIR, dict(DIR, path="/var/lib/nats-server")]
+    assert nats_server_stale_paths(FILES, wanted) == ["/etc/nats-server/nats-server.conf", "/var/lib/nats-server"]
+    assert nats_server_stale_paths({}, [DIR]) == ["/etc/nats-server"]
+    assert nats_server_stale_paths(None, [DIR]) == ["/etc/nats-server"]
