@@ -142,6 +142,20 @@ def duration_seconds(value, field="duration"):
     return _units.duration_ns(value) / 1e9
 
 
+# nats-server refuses a shorter lame duck duration at startup ("minimum is 30
+# seconds"); measured on 2.9.10, 2.10.26, 2.11.x, 2.12.x and 2.15.1 alike.
+LAME_DUCK_MIN_SECONDS = 30
+
+
+def check_lame_duck_duration(value, field="nats_server_lame_duck_duration"):
+    """A lame duck duration the server accepts, refused here before a config
+    it would not start with reaches a host."""
+    if duration_seconds(value, field) < LAME_DUCK_MIN_SECONDS:
+        raise ConfigError("%s: %r is below %ds, the shortest lame duck mode nats-server accepts (2.9.10 to 2.15 "
+                          "refuse to start with it)" % (field, value, LAME_DUCK_MIN_SECONDS))
+    return value
+
+
 def upstream_arch(ansible_architecture):
     arch = ARCHITECTURES.get(str(ansible_architecture).lower())
     if arch is None:
@@ -264,7 +278,7 @@ def build_config(s):
         if s.get(key) not in (None, ""):
             conf[key] = parse_size(s[key], "nats_server_" + key) if key == "max_payload" else int(s[key])
     if s.get("lame_duck_duration"):
-        conf["lame_duck_duration"] = check_duration(s["lame_duck_duration"], "nats_server_lame_duck_duration")
+        conf["lame_duck_duration"] = check_lame_duck_duration(s["lame_duck_duration"])
     if s.get("lame_duck_grace_period"):
         conf["lame_duck_grace_period"] = check_duration(
             s["lame_duck_grace_period"], "nats_server_lame_duck_grace_period")

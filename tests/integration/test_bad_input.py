@@ -500,6 +500,9 @@ ROLE_ROWS = [
     ("role-operator-and-accounts", dict(nats_server_operator_jwt_src="/op.jwt", nats_server_accounts={"A": {}}),
      "nats_server_accounts cannot be used in operator mode"),
     ("role-lame-duck-words", dict(nats_server_lame_duck_duration="soon"), "nats_server_lame_duck_duration"),
+    ("role-lame-duck-too-short", dict(nats_server_install_method="archive", nats_server_version="2.12.8",
+                                      nats_server_lame_duck_duration="10s"),
+     "nats_server_lame_duck_duration: '10s' is below 30s, the shortest lame duck mode nats-server accepts"),
     ("role-max-payload-words", dict(nats_server_max_payload="a lot"), "nats_server_max_payload"),
     ("role-no-name", dict(nats_server_name=""), "nats_server_name must be set"),
 ]

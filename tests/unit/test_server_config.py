@@ -98,6 +98,17 @@ def test_durations_must_be_strings():
         sc.build_config(settings(lame_duck_duration=120))
 
 
+@pytest.mark.parametrize("value", ["10s", "29s", "29999ms", "0s"])
+def test_a_lame_duck_shorter_than_the_server_accepts_is_refused(value):
+    with pytest.raises(sc.ConfigError, match=r"nats_server_lame_duck_duration: '%s' is below 30s" % value):
+        sc.build_config(settings(lame_duck_duration=value))
+
+
+@pytest.mark.parametrize("value", ["30s", "30000ms", "2m", "1h"])
+def test_a_lame_duck_of_30s_or_more_passes(value):
+    assert sc.build_config(settings(lame_duck_duration=value))["lame_duck_duration"] == value
+
+
 @pytest.mark.parametrize("arch,expected", [
     ("x86_64", "amd64"), ("aarch64", "arm64"), ("armv7l", "arm7"), ("armv6l", "arm6"), ("s390x", "s390x"),
     # nats_server_arch may name the upstream build itself
