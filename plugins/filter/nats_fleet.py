@@ -61,6 +61,11 @@ def nats_fleet_push_targets(domain_map, via="site", hub_domain=""):
 
 
 @_filter
+def nats_fleet_push_order(accounts, exports, last=None):
+    return _fleet.push_order(accounts, exports, last or ())
+
+
+@_filter
 def nats_fleet_stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream"):
     return _fleet.stream_batches(streams, default_account, creds_dir, admins, where, kind)
 
@@ -80,4 +85,5 @@ class FilterModule(object):
     def filters(self):
         return {f.__name__: f for f in (
             nats_fleet_check, nats_fleet_users, nats_fleet_admin_users, nats_fleet_leaf_remotes, nats_fleet_domains, nats_fleet_push_targets,
+            nats_fleet_push_order,
             nats_fleet_stream_batches, nats_fleet_consumers, nats_fleet_contexts)}

@@ -205,6 +205,39 @@ def domains(hostvars, hosts):
     return out
 
 
+def push_order(accounts, exports, last=()):
+    """``accounts`` in the order their JWTs are pushed: an exporter before its importers.
+
+    A server that loads an account whose import names an account it does not
+    have yet keeps that import out, and a later push of the same JWT does not
+    bring it back. Leaf remotes load their accounts as soon as a JWT lands, so
+    an import cycle (the exchange pattern) is broken by pushing the accounts in
+    ``last`` (those bound on leaf remotes) after the others of the cycle."""
+    names = [a["name"] for a in accounts or [] if isinstance(a, dict) and a.get("name")]
+    needs = {name: set() for name in names}
+    for export in exports or []:
+        share = export.get("share_stream") if isinstance(export, dict) else None
+        if share:
+            exporter, importers = share.get("from_account"), [share.get("to_account")]
+        elif isinstance(export, dict):
+            exporter = export.get("account")
+            importers = [i.get("account") for i in export.get("importers") or [] if isinstance(i, dict)]
+        else:
+            continue
+        for importer in importers:
+            if importer in needs and exporter in needs and importer != exporter:
+                needs[importer].add(exporter)
+    order, pending = [], list(names)
+    while pending:
+        ready = [n for n in pending if needs[n] <= set(order)]
+        if not ready:  # a cycle
+            ready = [next((n for n in pending if n not in last), pending[0])]
+        order += ready
+        pending = [n for n in pending if n not in ready]
+    by_name = {a["name"]: a for a in accounts if isinstance(a, dict) and a.get("name")}
+    return [by_name[n] for n in order]
+
+
 def push_targets(domain_map, via="site", hub_domain=""):
     """Where the push stage sends account JWTs: [{domain, urls, expected}].
 

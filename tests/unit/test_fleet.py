@@ -126,3 +126,33 @@ def test_example_inventories_pass_the_checks(inventory):
         site = yaml.safe_load(open(path)) or {}
         if site.get("nats_streams") or site.get("nats_consumers"):
             _fleet.check(fleet["nats_accounts"], None, site.get("nats_streams"), site.get("nats_consumers"))
+
+
+# --- push order ---------------------------------------------------------------
+
+def _names(accounts):
+    return [a["name"] for a in accounts]
+
+
+def test_exporters_are_pushed_before_their_importers():
+    accounts = [{"name": "IMPORTER"}, {"name": "TEST"}, {"name": "ANALYTICS"}, {"name": "TELEMETRY"}]
+    exports = [{"share_stream": {"stream": "aggregate", "from_account": "TEST", "to_account": "IMPORTER"}},
+               {"account": "TELEMETRY", "subject": "t.>", "importers": [{"account": "ANALYTICS"}]}]
+    assert _names(_fleet.push_order(accounts, exports)) == ["TEST", "TELEMETRY", "IMPORTER", "ANALYTICS"]
+
+
+def test_an_import_cycle_pushes_the_leaf_bound_account_last():
+    # the exchange pattern: EXCACC imports from LEAFACC and HUBACC, HUBACC from EXCACC;
+    # EXCACC is bound on the leaf remotes, so the spokes load it as soon as it lands
+    accounts = [{"name": "EXCACC"}, {"name": "LEAFACC"}, {"name": "HUBACC"}]
+    exports = [{"account": "LEAFACC", "subject": "a.>", "importers": [{"account": "EXCACC"}]},
+               {"account": "HUBACC", "subject": "b.>", "importers": [{"account": "EXCACC"}]},
+               {"account": "EXCACC", "subject": "c.>", "importers": [{"account": "HUBACC"}]}]
+    assert _names(_fleet.push_order(accounts, exports, last=["EXCACC"])) == ["LEAFACC", "HUBACC", "EXCACC"]
+    assert _names(_fleet.push_order(accounts, exports)) == ["LEAFACC", "EXCACC", "HUBACC"]
+
+
+def test_push_order_keeps_every_account_once():
+    accounts = [{"name": "A"}, {"name": "B"}]
+    exports = [{"account": "A", "subject": "x", "importers": [{"account": "A"}, {"account": "NOT-DECLARED"}]}]
+    assert _names(_fleet.push_order(accounts, exports)) == ["A", "B"]
