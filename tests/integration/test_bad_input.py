@@ -339,6 +339,11 @@ ROWS = [
      "object 'nothing' of bucket 'fw'"),
     ("fetch-no-directory", FETCH, dict(JS, bucket="fw", name="a", dest="{missing}"), "dest: the directory of"),
     ("fetch-bad-mode", FETCH, dict(JS, bucket="fw", name="a", dest="{tmp}/a", mode="rw"), "mode: 'rw' is not an octal"),
+    # -- nats_server_state: what the nats_server role reads of a host ------------------------------------------
+    ("server-state-unknown-option", "nats_server_state", dict(binary="/usr/sbin/nats-server", pahts=["/etc"]),
+     "Unsupported parameters"),
+    ("server-state-timeout-word", "nats_server_state", dict(monitor_url="http://127.0.0.1:1", timeout="soon"),
+     "timeout"),
     # -- nsc_info -------------------------------------------------------------------------------------------------
     ("nsc-info-unknown-account", NSC_INFO, dict(accounts=["NOPE"]), "no account 'NOPE'"),
     ("nsc-info-unknown-operator", NSC_INFO, dict(operator="nope"), "nope"),
