@@ -2,15 +2,20 @@
 
 For each N (default 10, 30, 100) a fresh lab (lab/fleetlab, one podman container per host):
 a release mirror, one hub node (domain hub, accepting leaf connections) and N edge sites, each
-a single node with its own JetStream domain, joined to the hub as a leaf. Then it times:
+a single node with its own JetStream domain, joined to the hub as a leaf. The fleet is in operator
+mode as the fleet play makes it: operator BENCH, the system account and one account EDGE whose
+user `leaf` each site's leaf link authenticates as (the system account is bound too, so the push
+stage reaches every server through the hub). Then it times:
 
 - `ping`: `ansible -m ping` on every host (the reference: Ansible's own cost of reaching them);
-- `converge`: the nats_server role on every host (nats-server 2.12.8 from the release mirror);
+- `converge`: `nats_edge.fleet.site` (accounts, servers at nats-server 2.12.8 from the release
+  mirror, push; `--play servers` times `nats_edge.fleet.servers` alone, without operator mode);
 - `no-op`: the same again, nothing to change;
 - `rollout`: `nats_edge.fleet.rollout` to 2.15.1 (hub first, then the edges in waves).
 
-and prints each with its time per site and its ratio to `ping`. Options set forks and fact caching
-(`--forks`, `--fact-cache`) so the tuning is measured, not guessed. Needs root (podman).
+and prints each with its time per site, its ratio to `ping`, and the load average while it ran (the
+machine is shared: the ratios are what compare). Options set forks and fact caching (`--forks`,
+`--fact-cache`) so the tuning is measured, not guessed. Needs root (podman).
 
     .venv/bin/python bench/bench_fleet.py --sites 10 30 100 --forks 50
 """
@@ -23,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,6 +37,13 @@ BIN = os.path.dirname(sys.executable)
 VERSIONS = ("2.12.8", "2.15.1")
 
 GROUP_VARS = {
+    "all": {
+        "nats_fleet_operator": "BENCH",
+        "nats_accounts": [{"name": "EDGE", "jetstream": {}, "users": [{"name": "leaf"}]}],
+        "nats_fleet_default_account": "EDGE",
+        # one push through the hub, every server confirming (the system account is bound on the leaf links)
+        "nats_fleet_push_via": "hub",
+    },
     "nats_servers": {
         "nats_server_install_method": "archive",
         "nats_server_version": VERSIONS[0],
@@ -42,12 +55,43 @@ GROUP_VARS = {
         "nats_server_jetstream_max_file_store": "256MiB",
         "nats_server_lame_duck_duration": "30s",
         "nats_server_lame_duck_grace_period": "1s",
+        # the controller reaches the lab's hosts at their addresses on the lab network
+        "nats_client_url": "nats://{{ lab_address }}:4222",
     },
     "hub": {"nats_server_jetstream_domain": "hub", "nats_server_leafnodes_port": 7422},
     "spokes": {"nats_server_jetstream_domain": "{{ inventory_hostname }}",
-               "nats_server_leafnode_remotes": [{"hub_group": "hub"}],
+               "nats_server_leafnode_remotes": [{"hub_group": "hub", "system_account": True},
+                                                {"hub_group": "hub", "account": "EDGE", "user": "leaf"}],
                "nats_rollout_edge_batches": [1, "25%"], "nats_rollout_max_fail_percentage": 10},
 }
+# --play servers: the servers stage alone, the nats_server role without operator mode
+SERVERS_ONLY = {"all": {"nats_fleet_operator_mode": False},
+                "spokes": {"nats_server_leafnode_remotes": [{"hub_group": "hub"}]}}
+
+
+class LoadAverage:
+    """The 1-minute load average sampled while a step runs: (mean, max)."""
+
+    def __init__(self, every=5.0):
+        self.every, self.samples, self._stop = every, [], threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while True:
+            self.samples.append(os.getloadavg()[0])
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self):
+        return (sum(self.samples) / len(self.samples), max(self.samples)) if self.samples else (0.0, 0.0)
 
 
 def run(argv, env=None, check=True):
@@ -78,12 +122,15 @@ def mirror(lab, work):
     sys.exit("bench_fleet: the mirror does not answer")
 
 
-def inventory(lab, work):
+def inventory(lab, work, play):
     _took, proc = run([LAB, "inventory", "--lab", lab, "--format", "json"])
     inv = json.loads(proc.stdout)
     children = inv["all"].setdefault("children", {})
-    for group, variables in GROUP_VARS.items():
-        children.setdefault(group, {}).setdefault("vars", {}).update(variables)
+    for overrides in (GROUP_VARS, SERVERS_ONLY if play == "servers" else {}):
+        for group, variables in overrides.items():
+            target = inv["all"] if group == "all" else children.setdefault(group, {})
+            target.setdefault("vars", {}).update(variables)
+    inv["all"]["vars"]["nats_fleet_dir"] = os.path.join(work, "fleet")
     path = os.path.join(work, "inventory.json")
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(inv, handle)
@@ -100,6 +147,14 @@ def environment(args, work):
     return env
 
 
+def timed(row, name, argv, env):
+    """Run one step, keeping its time and the load average while it ran."""
+    with LoadAverage() as load:
+        row[name], proc = run(argv, env=env)
+    row["load " + name] = load.summary()
+    return proc
+
+
 def measure(sites, args):
     lab = "%s-%d" % (args.lab, sites)
     hosts = ["mirror:mirror", "hub1:nats_servers,hub"] + ["edge%03d:nats_servers,spokes" % i for i in range(1, sites + 1)]
@@ -108,17 +163,24 @@ def measure(sites, args):
     try:
         with tempfile.TemporaryDirectory(prefix="bench-fleet-") as work:
             mirror(lab, work)
-            inv = inventory(lab, work)
+            inv = inventory(lab, work, args.play)
             env = environment(args, work)
             playbook = [os.path.join(BIN, "ansible-playbook"), "-i", inv]
-            row = {"sites": sites, "up": up}
-            row["ping"], _proc = run(
-                [os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"], env=env)
-            row["converge"], _proc = run(playbook + ["nats_edge.fleet.site"], env=env)
-            row["no-op"], _proc = run(playbook + ["nats_edge.fleet.site"], env=env)
-            row["rollout"], proc = run(playbook + ["nats_edge.fleet.rollout", "-e", "nats_server_version=" + VERSIONS[1]],
-                                       env=env)
-            row["restarted"] = proc.stdout.count("  yes")
+            play = "nats_edge.fleet." + args.play
+            row = {"sites": sites, "up": up, "forks": args.forks, "play": play}
+            timed(row, "ping", [os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"], env)
+            timed(row, "converge", playbook + [play], env)
+            timed(row, "no-op", playbook + [play], env)
+            report = os.path.join(work, "rollout.json")
+            proc = timed(row, "rollout", playbook + ["nats_edge.fleet.rollout", "-e", json.dumps(
+                {"nats_server_version": VERSIONS[1], "nats_rollout_report_file": report})], env)
+            with open(report, encoding="utf-8") as handle:
+                nodes = json.load(handle)["nodes"]
+            row["restarted"] = sum(1 for node in nodes if node["restarted"] and node["after"] == VERSIONS[1])
+            row["turn"] = [float(node["seconds"]) for node in nodes]
+            if row["restarted"] != sites + 1:
+                sys.exit("bench_fleet: the rollout restarted %d of %d servers:\n%s"
+                         % (row["restarted"], sites + 1, proc.stdout[-4000:]))
             return row
     finally:
         if not args.keep:
@@ -134,18 +196,23 @@ def main():
     parser.add_argument("--fact-cache", action="store_true", help="jsonfile fact cache, gathering=smart")
     parser.add_argument("--lab", default="bench-fleet", help="lab name prefix (one lab per N, removed after)")
     parser.add_argument("--keep", action="store_true", help="leave the labs up")
+    parser.add_argument("--play", choices=["site", "servers"], default="site",
+                        help="site: the fleet play in operator mode; servers: the servers stage alone, no operator mode")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args()
     rows = []
-    print("forks %d, fact cache %s, pipelining on" % (args.forks, "jsonfile" if args.fact_cache else "off"))
-    print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s" % (
-        "sites", "up s", "ping s", "converge", "per site", "no-op", "rollout", "per site", "conv/ping", "roll/ping"))
+    print("%s, forks %d, fact cache %s, pipelining on" % (
+        "nats_edge.fleet." + args.play, args.forks, "jsonfile" if args.fact_cache else "off"))
+    print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s  %s" % (
+        "sites", "up s", "ping s", "converge", "per site", "no-op", "rollout", "per site", "conv/ping", "roll/ping",
+        "load (mean/max) converge, rollout"))
     for sites in args.sites:
         row = measure(sites, args)
         rows.append(row)
-        print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f" % (
+        print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f  %.1f/%.1f, %.1f/%.1f" % (
             sites, row["up"], row["ping"], row["converge"], row["converge"] / sites, row["no-op"], row["rollout"],
-            row["rollout"] / sites, row["converge"] / row["ping"], row["rollout"] / row["ping"]), flush=True)
+            row["rollout"] / sites, row["converge"] / row["ping"], row["rollout"] / row["ping"],
+            *row["load converge"], *row["load rollout"]), flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)

@@ -11,8 +11,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _rollout
 
 
-def nats_rollout_order(hosts, sites, leaders=None, first=None):
-    return _rollout.rollout_order(list(hosts or []), dict(sites or {}), leaders or [], first or [])
+def nats_rollout_order(hosts, sites, leaders=None, first=None, canaries=None):
+    return _rollout.rollout_order(list(hosts or []), dict(sites or {}), leaders or [], first or [], canaries or [])
 
 
 def nats_rollout_rounds(batch, sites):

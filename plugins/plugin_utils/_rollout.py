@@ -11,20 +11,26 @@ playbook calls them through the filters in ``plugins/filter/nats_rollout.py``.
 from __future__ import annotations
 
 
-def rollout_order(hosts, sites, leaders=(), first=()):
+def rollout_order(hosts, sites, leaders=(), first=(), canaries=()):
     """``hosts`` grouped by site (sites in order of first appearance, as the
-    inventory lists them). Inside each site the hosts in ``first`` (down or
-    unhealthy: they cannot get worse, and while they are down the others
-    would fail the check that their cluster is healthy) go first, and those
-    that lead something (the JetStream meta leader) last, so leadership
-    moves once."""
+    inventory lists them, except the sites named in ``canaries``, by site or
+    by one of their hosts, which go before all others in the order named).
+    Inside each site the hosts in ``first`` (down or unhealthy: they cannot
+    get worse, and while they are down the others would fail the check that
+    their cluster is healthy) go first, and those that lead something (the
+    JetStream meta leader) last, so leadership moves once."""
     leaders, first = set(leaders or ()), set(first or ())
     by_site = {}
     for host in hosts:
         by_site.setdefault(sites.get(host, host), []).append(host)
+    picked = []
+    for name in canaries or ():
+        site = name if name in by_site else sites.get(name, name)
+        if site in by_site and site not in picked:
+            picked.append(site)
     ordered = []
-    for members in by_site.values():
-        ordered += sorted(members, key=lambda h: (0 if h in first else 2 if h in leaders else 1))
+    for site in picked + [site for site in by_site if site not in picked]:
+        ordered += sorted(by_site[site], key=lambda h: (0 if h in first else 2 if h in leaders else 1))
     return ordered
 
 

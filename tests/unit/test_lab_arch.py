@@ -40,3 +40,13 @@ def test_inventory_marks_foreign_hosts():
     data = fl.inventory_data([native, dict(native, name="b", container="l-b", arch="arm64")])
     assert "lab_arch" not in data["all"]["hosts"]["a"]
     assert data["all"]["hosts"]["b"]["lab_arch"] == "arm64"
+
+
+def test_update_failures_name_the_indexes():
+    out = ("Hit:1 http://mirror/debian bookworm InRelease\n"
+           "E: Failed to fetch http://mirror/debian-security/dists/bookworm-security/main/binary-armhf/Packages.xz  "
+           "File has unexpected size (334084 != 349884). Mirror sync in progress?\n"
+           "E: Some index files failed to download. They have been ignored, or old ones used instead.\n")
+    failed = fl.update_failures(out)
+    assert len(failed) == 1 and "bookworm-security" in failed[0]
+    assert fl.update_failures("Reading package lists...\n") == []

@@ -104,3 +104,14 @@ def test_single_server_jetstream_passes_without_a_meta_group():
 def test_unknown_endpoint():
     with pytest.raises(ValueError):
         ro.gate_problems("e1", "connz", {})
+
+
+@pytest.mark.parametrize("canaries, expected", [
+    (["c"], ["c1", "a1", "a2", "b1"]),
+    (["b1", "c"], ["b1", "c1", "a1", "a2"]),  # a host stands for its site
+    (["a2", "a"], ["a1", "a2", "b1", "c1"]),  # a site named twice goes once
+    (["zz"], ["a1", "a2", "b1", "c1"]),  # a site not in this rollout (offline, or left out) is no matter
+])
+def test_canary_sites_go_first_in_the_order_named(canaries, expected):
+    sites = {"a1": "a", "a2": "a", "b1": "b", "c1": "c"}
+    assert ro.rollout_order(["a1", "b1", "a2", "c1"], sites, canaries=canaries) == expected
