@@ -32,7 +32,8 @@ def _filter(func):
 def nats_fleet_check(fleet, where=""):
     fleet = dict(fleet or {})
     return _fleet.check(fleet.get("accounts"), fleet.get("exports"), fleet.get("streams"), fleet.get("consumers"),
-                        where=where, kv_buckets=fleet.get("kv_buckets"))
+                        where=where, kv_buckets=fleet.get("kv_buckets"), object_stores=fleet.get("object_stores"),
+                        object_fetch=fleet.get("object_fetch"), files_dir=fleet.get("files_dir") or "")
 
 
 @_filter
@@ -66,8 +67,13 @@ def nats_fleet_push_order(accounts, exports, last=None):
 
 
 @_filter
-def nats_fleet_stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream"):
-    return _fleet.stream_batches(streams, default_account, creds_dir, admins, where, kind)
+def nats_fleet_stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream", files_dir=""):
+    return _fleet.stream_batches(streams, default_account, creds_dir, admins, where, kind, files_dir)
+
+
+@_filter
+def nats_fleet_object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_dir, domain=""):
+    return _fleet.object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_dir, domain)
 
 
 @_filter
@@ -86,4 +92,4 @@ class FilterModule(object):
         return {f.__name__: f for f in (
             nats_fleet_check, nats_fleet_users, nats_fleet_admin_users, nats_fleet_leaf_remotes, nats_fleet_domains, nats_fleet_push_targets,
             nats_fleet_push_order,
-            nats_fleet_stream_batches, nats_fleet_consumers, nats_fleet_contexts)}
+            nats_fleet_stream_batches, nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches)}

@@ -101,7 +101,7 @@ def main():
     where = "object %r of bucket %r" % (p["name"], p["bucket"])
     try:
         kv.check_bucket("object store", p["bucket"])
-        mode = int(str(p["mode"]), 8)
+        mode = p["mode"] if isinstance(p["mode"], int) else int(str(p["mode"]), 8)  # an int is YAML's 0644
     except (kv.BucketError, ValueError) as exc:
         module.fail_json(msg="%s: %s" % (where, exc if isinstance(exc, kv.BucketError) else
                                          "mode: %r is not an octal mode" % p["mode"]))

@@ -4,13 +4,16 @@
 """The fleet's inventory data model: checked up front, then planned per stage.
 
 site.yml converges what the inventory declares (nats_accounts, nats_exports,
-nats_streams, nats_consumers) with the modules. Everything here is pure logic
+nats_streams, nats_consumers, nats_kv_buckets, nats_object_stores, nats_object_fetch)
+with the modules. Everything here is pure logic
 on the controller, so a mistake in any item fails before the first change.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+from urllib.parse import quote
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -22,10 +25,13 @@ FLEET_KEYS = {
     "stream": {"account"},
     "consumer": {"account"},
     "kv": {"account"},
+    "objects": {"account"},
+    "fetch": {"account", "owner", "group"},
 }
 
 _MODULES = {"account": "nsc_account", "user": "nsc_user", "export": "nsc_export",
-            "stream": "a jetstream_stream item", "consumer": "jetstream_consumer", "kv": "a jetstream_kv item"}
+            "stream": "a jetstream_stream item", "consumer": "jetstream_consumer", "kv": "a jetstream_kv item",
+            "objects": "jetstream_object_store", "fetch": "jetstream_object_fetch"}
 
 _NOT_ITEM = {"store_dir", "keys_dir", "operator", "lock_timeout", "servers", "creds", "nkey_seed", "user",
              "password", "token", "tls_ca", "tls_cert", "tls_key", "timeout", "domain", "api_prefix", "push",
@@ -40,7 +46,8 @@ def _specs():
     # imported late: the modules' specs are the one definition of what an item takes
     from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream
     from ansible_collections.nats_edge.fleet.plugins.modules import (
-        jetstream_consumer, jetstream_kv, nsc_account, nsc_export, nsc_user)
+        jetstream_consumer, jetstream_kv, jetstream_object_fetch, jetstream_object_store, nsc_account, nsc_export,
+        nsc_user)
     stream_item = _js_stream.module_argspec()["streams"]["options"]
     return {
         "account": nsc_account.ARGUMENT_SPEC,
@@ -49,6 +56,8 @@ def _specs():
         "stream": stream_item,
         "consumer": jetstream_consumer.ARGUMENT_SPEC,
         "kv": jetstream_kv.ITEM,
+        "objects": jetstream_object_store.ARGUMENT_SPEC,
+        "fetch": jetstream_object_fetch.ARGUMENT_SPEC,
     }
 
 
@@ -86,16 +95,21 @@ def _label(kind, item, index):
     if kind == "export" and isinstance(item, dict) and item.get("share_stream"):
         share = item["share_stream"] or {}
         name = "share of %s from %s to %s" % (share.get("stream"), share.get("from_account"), share.get("to_account"))
+    if kind == "fetch" and isinstance(item, dict):
+        name = "%s/%s" % (item.get("bucket"), item.get("name"))
     return "%s[%d]%s" % ({"account": "nats_accounts", "export": "nats_exports", "stream": "nats_streams",
-                          "consumer": "nats_consumers", "kv": "nats_kv_buckets"}[kind], index,
+                          "consumer": "nats_consumers", "kv": "nats_kv_buckets", "objects": "nats_object_stores",
+                          "fetch": "nats_object_fetch"}[kind], index,
                          " (%s)" % name if name else "")
 
 
-def check(accounts=None, exports=None, streams=None, consumers=None, where="", kv_buckets=None):
+def check(accounts=None, exports=None, streams=None, consumers=None, where="", kv_buckets=None, object_stores=None,
+          object_fetch=None, files_dir=""):
     """Every item against the option spec of the module that converges it.
 
     Returns the number of items checked; raises FleetError naming the list,
-    the item and the field."""
+    the item and the field. ``files_dir`` is where relative object ``src``
+    files are found (the inventory's directory)."""
     specs = _specs()
     count = 0
     names = set()
@@ -115,14 +129,72 @@ def check(accounts=None, exports=None, streams=None, consumers=None, where="", k
         if admin and admin not in [u.get("name") for u in users]:
             raise FleetError("%s%s.admin_user: %r is not one of the account's users" % (where, label, admin))
         count += 1 + len(users)
-    for kind, items in (("export", exports), ("stream", streams), ("consumer", consumers), ("kv", kv_buckets)):
+    for kind, items in (("export", exports), ("stream", streams), ("consumer", consumers), ("kv", kv_buckets),
+                        ("objects", object_stores), ("fetch", object_fetch)):
         for i, item in enumerate(items or []):
             _validate(kind, where + _label(kind, item, i), item, specs[kind])
             account = item.get("account")
-            if kind in ("stream", "consumer", "kv") and account and names and account not in names:
+            if kind != "export" and account and names and account not in names:
                 raise FleetError("%s%s.account: %r is not in nats_accounts" % (where, _label(kind, item, i), account))
             count += 1
+    _check_object_stores(object_stores, where, files_dir)
+    _check_object_fetch(object_fetch, object_stores, where)
     return count
+
+
+def object_sources(stores, files_dir):
+    """``nats_object_stores`` with every relative ``src`` found under ``files_dir``."""
+    out = []
+    for store in stores or []:
+        if isinstance(store, dict) and isinstance(store.get("objects"), list):
+            store = dict(store, objects=[
+                dict(obj, src=os.path.join(files_dir or "", obj["src"]))
+                if isinstance(obj, dict) and isinstance(obj.get("src"), str) and not os.path.isabs(obj["src"]) else obj
+                for obj in store["objects"]])
+        out.append(store)
+    return out
+
+
+def _check_object_stores(stores, where, files_dir):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv
+    seen = set()
+    for i, store in enumerate(object_sources(stores, files_dir)):
+        label = where + _label("objects", store, i)
+        try:
+            _js_kv.check_bucket("object store", store["name"])
+        except _js_kv.BucketError as exc:
+            raise FleetError("%s.name: %s" % (label, exc))
+        key = (store.get("account"), store["name"])
+        if key in seen:
+            raise FleetError("%s: object store %r is declared twice in this domain" % (label, store["name"]))
+        seen.add(key)
+        if store.get("mirror") and store.get("objects") is not None:
+            raise FleetError("%s.objects: a mirror is read-only; put the objects in its origin %r" % (
+                label, store["mirror"]["name"]))
+        names = set()
+        for j, obj in enumerate(store.get("objects") or []):
+            at = "%s.objects[%d] (%s)" % (label, j, obj["name"])
+            if obj["name"] in names:
+                raise FleetError("%s: object %r is listed twice" % (at, obj["name"]))
+            names.add(obj["name"])
+            if obj.get("src") is not None and not os.path.isfile(obj["src"]):
+                raise FleetError("%s.src: %s is not a file on the controller" % (at, obj["src"]))
+
+
+def _check_object_fetch(fetch, stores, where):
+    declared = {s.get("name") for s in stores or [] if isinstance(s, dict)}
+    for i, item in enumerate(fetch or []):
+        label = where + _label("fetch", item, i)
+        if not os.path.isabs(item["dest"]):
+            raise FleetError("%s.dest: %r is not an absolute path" % (label, item["dest"]))
+        try:
+            if not isinstance(item.get("mode"), int):  # an int is a mode already (YAML's 0644)
+                int(str(item.get("mode") or "0644"), 8)
+        except ValueError:
+            raise FleetError("%s.mode: %r is not an octal mode such as '0644'" % (label, item["mode"]))
+        if item["bucket"] not in declared:
+            raise FleetError("%s.bucket: %r is not in this domain's nats_object_stores (%s)" % (
+                label, item["bucket"], ", ".join(sorted(declared)) or "none"))
 
 
 def module_args(item, kind):
@@ -255,12 +327,15 @@ def push_targets(domain_map, via="site", hub_domain=""):
             for domain, entry in sorted(domain_map.items()) if entry["urls"]]
 
 
-def stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream"):
-    """The domain's streams (or KV buckets) per account: [{account, creds, origins, copies}].
+def stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream", files_dir=""):
+    """The domain's streams (or KV buckets, or object stores) per account: [{account, creds, origins, copies}].
 
     Origins (streams that copy from nowhere) are converged in a first pass on
-    every domain, so mirrors and sources find what they copy."""
+    every domain, so mirrors and sources find what they copy. An object's
+    relative ``src`` is found under ``files_dir``."""
     batches = {}
+    if kind == "objects":
+        streams = object_sources(streams, files_dir)
     for i, stream in enumerate(streams or []):
         account = stream.get("account") or default_account
         if not account:
@@ -308,3 +383,25 @@ def contexts(domain_map, default_account, creds_dir, admins, system_account, sys
         out.append({"name": item["name"], "description": item.get("description") or "%s/%s" % (account, user),
                     "url": ",".join(entry.get("urls") or all_urls), "creds": creds_path(creds_dir, account, user)})
     return out
+
+
+def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_dir, domain=""):
+    """The ``nats_object_fetch`` of one domain's hosts: each object fetched once, from the domain's
+    own copy, into the controller's cache; then copied to every host that lists it.
+
+    Returns {"fetches": [{account, creds, bucket, name, cache}], "copies": {host: [{src, dest, mode,
+    owner, group}]}}."""
+    fetches, copies = {}, {}
+    for host in hosts:
+        for item in hostvars[host].get("nats_object_fetch") or []:
+            account = item.get("account") or default_account
+            if account not in admins:
+                raise FleetError("%s: nats_object_fetch (%s/%s).account: account %r has no user to read with" % (
+                    host, item.get("bucket"), item.get("name"), account))
+            cache = "/".join([str(cache_dir).rstrip("/"), quote(domain or "-", safe=""), account, item["bucket"],
+                              quote(item["name"], safe="")])
+            fetches.setdefault(cache, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
+                                       "bucket": item["bucket"], "name": item["name"], "cache": cache})
+            copies.setdefault(host, []).append({"src": cache, "dest": item["dest"], "mode": item.get("mode") or "0644",
+                                                "owner": item.get("owner"), "group": item.get("group")})
+    return {"fetches": list(fetches.values()), "copies": copies}

@@ -156,3 +156,97 @@ def test_push_order_keeps_every_account_once():
     accounts = [{"name": "A"}, {"name": "B"}]
     exports = [{"account": "A", "subject": "x", "importers": [{"account": "A"}, {"account": "NOT-DECLARED"}]}]
     assert _names(_fleet.push_order(accounts, exports)) == ["A", "B"]
+
+
+# --- object stores and what hosts fetch from them -------------------------------
+
+STORE = {"name": "files", "objects": [{"name": "a.csv", "content": "x"}]}
+
+
+@pytest.mark.parametrize("stores, fetch, message", [
+    ([{"name": "files", "replica": 3}], None, "nats_object_stores[0] (files): unknown option replica; jetstream_object_store takes"),
+    ([{"name": "fi.les"}], None, "nats_object_stores[0] (fi.les).name: object store bucket name: 'fi.les' is not valid"),
+    ([{"name": "files", "objects": [{"name": "a", "src": "a", "content": "b"}]}], None,
+     "nats_object_stores[0] (files): parameters are mutually exclusive: src|content found in objects"),
+    ([{"name": "files", "objects": [{"name": "a"}]}], None, "nats_object_stores[0] (files): one of the following is required"),
+    ([{"name": "files", "objects": [{"name": "a", "src": "missing.bin"}]}], None,
+     "nats_object_stores[0] (files).objects[0] (a).src: /inv/missing.bin is not a file on the controller"),
+    ([{"name": "files", "mirror": {"name": "files", "domain": "hub"}, "objects": []}], None,
+     "nats_object_stores[0] (files).objects: a mirror is read-only; put the objects in its origin 'files'"),
+    ([{"name": "files", "objects": [{"name": "a", "content": ""}, {"name": "a", "content": "b"}]}], None,
+     "nats_object_stores[0] (files).objects[1] (a): object 'a' is listed twice"),
+    ([STORE, STORE], None, "nats_object_stores[1] (files): object store 'files' is declared twice in this domain"),
+    ([{"name": "files", "account": "B"}], None, "nats_object_stores[0] (files).account: 'B' is not in nats_accounts"),
+    ([STORE], [{"bucket": "files", "name": "a.csv"}], "nats_object_fetch[0] (files/a.csv): missing required arguments: dest"),
+    ([STORE], [{"bucket": "files", "name": "a.csv", "dest": "a.csv"}], "nats_object_fetch[0] (files/a.csv).dest: 'a.csv' is not "
+     "an absolute path"),
+    ([STORE], [{"bucket": "files", "name": "a.csv", "dest": "/a", "mode": "rw"}], "nats_object_fetch[0] (files/a.csv).mode: 'rw'"),
+    ([STORE], [{"bucket": "file", "name": "a.csv", "dest": "/a"}], "nats_object_fetch[0] (file/a.csv).bucket: 'file' is not in "
+     "this domain's nats_object_stores (files)"),
+    ([STORE], [{"bucket": "files", "name": "a.csv", "dest": "/a", "own": "x"}],
+     "nats_object_fetch[0] (files/a.csv): unknown option own; jetstream_object_fetch takes bucket, dest, mode, name, account, group, owner"),
+])
+def test_object_store_checks_name_the_item_and_the_field(stores, fetch, message):
+    with pytest.raises(_fleet.FleetError, match=re.escape("hub: " + message)):
+        _fleet.check([{"name": "A"}], None, None, None, where="hub: ", object_stores=stores, object_fetch=fetch,
+                     files_dir="/inv")
+
+
+def test_object_store_checks_accept_good_items(tmp_path):
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files/fw.bin").write_bytes(b"\0" * 10)
+    stores = [{"name": "files", "account": "A", "replicas": 3, "objects": [
+        {"name": "fw.bin", "src": "files/fw.bin", "metadata": {"board": "x"}}, {"name": "CHANNEL", "content": "stable"}]},
+        {"name": "copy", "mirror": {"name": "files", "domain": "hub"}}]
+    fetch = [{"bucket": "copy", "name": "fw.bin", "dest": "/opt/fw.bin", "mode": 0o640, "owner": "app", "group": "app"},
+             {"bucket": "files", "name": "CHANNEL", "dest": "/etc/channel", "account": "A"}]
+    assert _fleet.check([{"name": "A"}], None, None, None, object_stores=stores, object_fetch=fetch,
+                        files_dir=str(tmp_path)) == 1 + 2 + 2
+
+
+def test_object_store_batches_find_relative_sources_under_the_inventory():
+    batches = _fleet.stream_batches(
+        [{"name": "files", "objects": [{"name": "a", "src": "files/a"}, {"name": "b", "src": "/abs/b"},
+                                       {"name": "c", "content": "c"}]},
+         {"name": "copy", "account": "A", "mirror": {"name": "files", "domain": "hub"}}],
+        "TEST", "/c", {"TEST": "leaf", "A": "u"}, kind="objects", files_dir="/inv")
+    assert batches == [
+        {"account": "TEST", "creds": "/c/TEST/leaf.creds", "copies": [], "origins": [{"name": "files", "objects": [
+            {"name": "a", "src": "/inv/files/a"}, {"name": "b", "src": "/abs/b"}, {"name": "c", "content": "c"}]}]},
+        {"account": "A", "creds": "/c/A/u.creds", "origins": [],
+         "copies": [{"name": "copy", "mirror": {"name": "files", "domain": "hub"}}]}]
+    with pytest.raises(_fleet.FleetError, match=re.escape("nats_object_stores[0] (files): no account")):
+        _fleet.stream_batches([{"name": "files"}], "", "/c", {}, kind="objects")
+
+
+def test_object_fetches_read_each_object_once_per_domain_and_copy_it_to_every_host():
+    hostvars = {
+        "s1": {"nats_object_fetch": [{"bucket": "files", "name": "models/v2.onnx", "dest": "/opt/m.onnx"},
+                                     {"bucket": "files", "name": "CHANNEL", "dest": "/etc/ch", "mode": "0600", "owner": "app"}]},
+        "s2": {"nats_object_fetch": [{"bucket": "files", "name": "models/v2.onnx", "dest": "/srv/m.onnx", "mode": 0o644}]},
+        "s3": {},
+    }
+    plan = _fleet.object_fetches(hostvars, ["s1", "s2", "s3"], "TEST", "/f/creds", {"TEST": "leaf"}, "/f/objects", "spoke-1")
+    model = "/f/objects/spoke-1/TEST/files/models%2Fv2.onnx"
+    assert plan["fetches"] == [
+        {"account": "TEST", "creds": "/f/creds/TEST/leaf.creds", "bucket": "files", "name": "models/v2.onnx", "cache": model},
+        {"account": "TEST", "creds": "/f/creds/TEST/leaf.creds", "bucket": "files", "name": "CHANNEL",
+         "cache": "/f/objects/spoke-1/TEST/files/CHANNEL"}]
+    assert plan["copies"] == {
+        "s1": [{"src": model, "dest": "/opt/m.onnx", "mode": "0644", "owner": None, "group": None},
+               {"src": "/f/objects/spoke-1/TEST/files/CHANNEL", "dest": "/etc/ch", "mode": "0600", "owner": "app",
+                "group": None}],
+        "s2": [{"src": model, "dest": "/srv/m.onnx", "mode": 0o644, "owner": None, "group": None}]}
+    with pytest.raises(_fleet.FleetError, match=re.escape("s1: nats_object_fetch (files/x).account: account 'B' has no user")):
+        _fleet.object_fetches({"s1": {"nats_object_fetch": [{"bucket": "files", "name": "x", "dest": "/x", "account": "B"}]}},
+                              ["s1"], "TEST", "/c", {"TEST": "leaf"}, "/o")
+
+
+def test_the_lab_object_stores_pass_the_checks():
+    base, fleet = lab_vars()
+    hub = yaml.safe_load(open(os.path.join(base, "hub.yml")))
+    spokes = yaml.safe_load(open(os.path.join(base, "spokes.yml")))
+    assert _fleet.check(fleet["nats_accounts"], None, None, None, object_stores=hub["nats_object_stores"]) >= 1
+    assert _fleet.check(fleet["nats_accounts"], None, None, None, object_stores=spokes["nats_object_stores"],
+                        object_fetch=spokes["nats_object_fetch"]) >= 2
+    assert spokes["nats_object_stores"][0]["mirror"] == {"name": "fleet-files", "domain": "hub"}
