@@ -1,7 +1,8 @@
 """The streams stage of the fleet play with object stores, on a hub and a leaf with their own
 JetStream domains: nats_object_stores converged from inventory data (origin at the hub, copy in
 the leaf), nats_object_fetch writing the object on the leaf's host, a second run that changes
-nothing, and the fetch again from the leaf's own copy while the hub is down."""
+nothing, check mode that predicts and writes nothing, and the fetch again from the leaf's own copy
+while the hub is down."""
 
 import hashlib
 import os
@@ -72,8 +73,13 @@ def test_object_stores_from_the_inventory_reach_the_edge_host_also_with_the_hub_
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert recap["hub-1"]["changed"] == 0 and recap["leaf-1"]["changed"] == 0, proc.stdout[-4000:]
 
-    # the hub down, the cache and the file gone: the leaf's own copy serves the object
+    # check mode predicts the file and writes nothing
     dest.unlink()
+    proc, recap = run_stages(str(inventory / "hosts.yml"), "--check")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert recap["hub-1"]["changed"] == 0 and recap["leaf-1"]["changed"] == 1 and not dest.exists(), proc.stdout[-4000:]
+
+    # the hub down, the cache and the file gone: the leaf's own copy serves the object
     shutil.rmtree(fleet_dir / "objects")
     hub_and_leaf["hub_server"].stop()
     proc, recap = run_stages(str(inventory / "hosts.yml"), "--limit", "leaf-1", "-e", "nats_fleet_wait_seconds=0")
