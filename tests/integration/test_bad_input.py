@@ -537,3 +537,52 @@ def test_role_preflight_refuses_bad_inventory_before_touching_a_host(tmp_path):
     assert not wrong, "\n".join(wrong)
     assert "valid" not in failures, failures["valid"]  # the checks pass good input
     assert len(ROWS) + len(ROLE_ROWS) > 120
+
+
+# -- the fleet play's preflight (nats_fleet) ---------------------------------------------------------------------
+# (id, host variables, message fragment): each row a host of one play running the fleet's checks
+# (tasks_from: preflight), which read the inventory on the controller and change nothing.
+
+STORE = {"name": "fw", "objects": [{"name": "gw.bin", "content": "x"}]}
+FLEET_ROWS = [
+    ("fleet-store-missing-src", dict(nats_object_stores=[{"name": "fw", "objects": [{"name": "gw.bin", "src": "files/gw.bin"}]}]),
+     "nats_object_stores[0] (fw).objects[0] (gw.bin).src: {inventory}/files/gw.bin is not a file on the controller"),
+    ("fleet-store-bad-name", dict(nats_object_stores=[{"name": "f.w"}]), "nats_object_stores[0] (f.w).name: object store bucket"),
+    ("fleet-store-unknown-option", dict(nats_object_stores=[{"name": "fw", "replica": 3}]),
+     "nats_object_stores[0] (fw): unknown option replica"),
+    ("fleet-store-mirror-objects", dict(nats_object_stores=[dict(STORE, mirror={"name": "fw", "domain": "hub"})]),
+     "nats_object_stores[0] (fw).objects: a mirror is read-only"),
+    ("fleet-fetch-undeclared-bucket", dict(nats_object_stores=[STORE], nats_object_fetch=[
+        {"bucket": "firmware", "name": "gw.bin", "dest": "/opt/gw.bin"}]),
+     "nats_object_fetch[0] (firmware/gw.bin).bucket: 'firmware' is not in this domain's nats_object_stores (fw)"),
+    ("fleet-fetch-relative-dest", dict(nats_object_stores=[STORE], nats_object_fetch=[
+        {"bucket": "fw", "name": "gw.bin", "dest": "gw.bin"}]), "nats_object_fetch[0] (fw/gw.bin).dest: 'gw.bin' is not an absolute"),
+]
+
+
+def test_fleet_preflight_refuses_bad_inventory_before_anything_changes(tmp_path):
+    hosts = dict((row_id, dict(ansible_connection="local", ansible_python_interpreter=sys.executable,
+                               nats_server_jetstream_domain=row_id, **variables))
+                 for row_id, variables, _fragment in FLEET_ROWS + [("valid", dict(nats_object_stores=[STORE]), "")])
+    (tmp_path / "inventory.json").write_text(json.dumps({"all": {"hosts": hosts, "vars": {
+        "nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_default_account": "TEST"}}}))
+    (tmp_path / "play.yml").write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: The fleet's checks\n      ansible.builtin.include_role:\n"
+        "        name: nats_edge.fleet.nats_fleet\n        tasks_from: preflight\n")
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="json",
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="10")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
+                           str(tmp_path / "inventory.json"), str(tmp_path / "play.yml")],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    report = json.loads(proc.stdout[proc.stdout.index("{"):])
+    failures = {}
+    for task in report["plays"][0]["tasks"]:
+        for host, result in task["hosts"].items():
+            if result.get("failed") and host not in failures:
+                failures[host] = result.get("msg", "")
+    wrong = ["%s: expected a failure with %r, got %r" % (row_id, fragment, failures.get(row_id))
+             for row_id, _variables, fragment in FLEET_ROWS
+             if fragment.format(inventory=tmp_path) not in (failures.get(row_id) or "")]
+    assert not wrong, "\n".join(wrong)
+    assert "valid" not in failures, failures["valid"]
