@@ -513,14 +513,13 @@ ROLE_ROWS = [
 ]
 
 
-def test_role_preflight_refuses_bad_inventory_before_touching_a_host(tmp_path):
-    hosts = dict((row_id, dict(FACTS, ansible_connection="local", ansible_python_interpreter=sys.executable,
-                               **variables)) for row_id, variables, _fragment in ROLE_ROWS + [("valid", {}, "")])
-    (tmp_path / "inventory.json").write_text(json.dumps({"all": {"hosts": hosts}}))
+def preflight_failures(tmp_path, role, inventory):
+    """{host: message of its first failed task} of one play running ``role``'s preflight on ``inventory``."""
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
     (tmp_path / "play.yml").write_text(
         "- hosts: all\n  gather_facts: false\n  tasks:\n"
         "    - name: The role's checks\n      ansible.builtin.include_role:\n"
-        "        name: nats_edge.fleet.nats_server\n        tasks_from: preflight\n")
+        "        name: nats_edge.fleet.%s\n        tasks_from: preflight\n" % role)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="10")
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
@@ -532,6 +531,13 @@ def test_role_preflight_refuses_bad_inventory_before_touching_a_host(tmp_path):
         for host, result in task["hosts"].items():
             if result.get("failed") and host not in failures:
                 failures[host] = result.get("msg", "")
+    return failures
+
+
+def test_role_preflight_refuses_bad_inventory_before_touching_a_host(tmp_path):
+    hosts = dict((row_id, dict(FACTS, ansible_connection="local", ansible_python_interpreter=sys.executable,
+                               **variables)) for row_id, variables, _fragment in ROLE_ROWS + [("valid", {}, "")])
+    failures = preflight_failures(tmp_path, "nats_server", {"all": {"hosts": hosts}})
     wrong = ["%s: expected a failure with %r, got %r" % (row_id, fragment, failures.get(row_id))
              for row_id, _variables, fragment in ROLE_ROWS if fragment not in (failures.get(row_id) or "")]
     assert not wrong, "\n".join(wrong)
@@ -564,23 +570,8 @@ def test_fleet_preflight_refuses_bad_inventory_before_anything_changes(tmp_path)
     hosts = dict((row_id, dict(ansible_connection="local", ansible_python_interpreter=sys.executable,
                                nats_server_jetstream_domain=row_id, **variables))
                  for row_id, variables, _fragment in FLEET_ROWS + [("valid", dict(nats_object_stores=[STORE]), "")])
-    (tmp_path / "inventory.json").write_text(json.dumps({"all": {"hosts": hosts, "vars": {
-        "nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_default_account": "TEST"}}}))
-    (tmp_path / "play.yml").write_text(
-        "- hosts: all\n  gather_facts: false\n  tasks:\n"
-        "    - name: The fleet's checks\n      ansible.builtin.include_role:\n"
-        "        name: nats_edge.fleet.nats_fleet\n        tasks_from: preflight\n")
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="json",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="10")
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
-                           str(tmp_path / "inventory.json"), str(tmp_path / "play.yml")],
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
-    report = json.loads(proc.stdout[proc.stdout.index("{"):])
-    failures = {}
-    for task in report["plays"][0]["tasks"]:
-        for host, result in task["hosts"].items():
-            if result.get("failed") and host not in failures:
-                failures[host] = result.get("msg", "")
+    failures = preflight_failures(tmp_path, "nats_fleet", {"all": {"hosts": hosts, "vars": {
+        "nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_default_account": "TEST"}}})
     wrong = ["%s: expected a failure with %r, got %r" % (row_id, fragment, failures.get(row_id))
              for row_id, _variables, fragment in FLEET_ROWS
              if fragment.format(inventory=tmp_path) not in (failures.get(row_id) or "")]
