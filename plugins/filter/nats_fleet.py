@@ -15,13 +15,17 @@ import functools
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _fleet
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain_call
 
 
-def _filter(func):
+def _filter(func=None, raw=()):
+    if func is None:
+        return functools.partial(_filter, raw=raw)
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
-            return func(*args, **kwargs)
+            return plain_call(func, args, kwargs, raw)
         except _fleet.FleetError as exc:
             raise AnsibleFilterError("nats fleet: %s" % exc)
 
@@ -50,7 +54,7 @@ def nats_fleet_leaf_remotes(remotes, account_ids, system_account_id, creds_dir, 
     return _fleet.leaf_remotes(remotes, account_ids, system_account_id, creds_dir, system_user, host)
 
 
-@_filter
+@_filter(raw=('hostvars',))
 def nats_fleet_domains(hostvars, hosts):
     return _fleet.domains(hostvars, hosts)
 
