@@ -8,7 +8,7 @@ wheels of their dependencies for the hosts' architecture and Python, so the
 hosts need no package index. Prints JSON: {"changed": bool, "wheels": [...],
 "package": the nats-edge-spark wheel, "listing": ["<wheel> <bytes>", ...]}.
 
-A stamp in DIR records the inputs of the last build (the package source's
+A stamp beside DIR (DIR.build-stamp.json, not copied to the hosts) records the inputs of the last build (the package source's
 files, the versions, architecture, Python, extras) and each wheel's size and
 modification time. When the inputs and the wheels are as recorded, nothing
 is built, downloaded or hashed: the answer is the stamp's.
@@ -38,7 +38,8 @@ def digest(folder):
     return state
 
 
-STAMP = ".build-stamp.json"
+def stamp_path(folder):
+    return os.path.normpath(folder) + ".build-stamp.json"
 
 
 def inputs(args):
@@ -68,7 +69,7 @@ def listing(folder):
 def unchanged(args):
     """The stamp's answer when the inputs and the wheels are as it records them, else None."""
     try:
-        with open(os.path.join(args.dir, STAMP)) as handle:
+        with open(stamp_path(args.dir)) as handle:
             stamp = json.load(handle)
     except (OSError, ValueError):
         return None
@@ -136,9 +137,9 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = answer(args.dir, digest(args.dir) != before, package)
-    with open(os.path.join(args.dir, STAMP + ".tmp"), "w") as handle:
+    with open(stamp_path(args.dir) + ".tmp", "w") as handle:
         json.dump({"inputs": inputs(args), "listing": listing(args.dir), "answer": result}, handle)
-    os.replace(os.path.join(args.dir, STAMP + ".tmp"), os.path.join(args.dir, STAMP))
+    os.replace(stamp_path(args.dir) + ".tmp", stamp_path(args.dir))
     print(json.dumps(result))
 
 
