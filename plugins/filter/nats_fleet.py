@@ -45,6 +45,13 @@ def nats_fleet_users(accounts):
 
 
 @_filter
+def nats_fleet_module_items(items, kind):
+    if kind not in _fleet.FLEET_KEYS:
+        raise _fleet.FleetError("nats_fleet_module_items: kind %r is not one of %s" % (kind, ", ".join(sorted(_fleet.FLEET_KEYS))))
+    return [_fleet.module_args(item, kind) for item in items or []]
+
+
+@_filter
 def nats_fleet_admin_users(accounts):
     return _fleet.admin_users(accounts)
 
@@ -88,6 +95,6 @@ def nats_fleet_contexts(domain_map, default_account, creds_dir, admins, system_a
 class FilterModule(object):
     def filters(self):
         return {f.__name__: f for f in (
-            nats_fleet_check, nats_fleet_users, nats_fleet_admin_users, nats_fleet_leaf_remotes, nats_fleet_domains, nats_fleet_push_targets,
+            nats_fleet_check, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes, nats_fleet_domains, nats_fleet_push_targets,
             nats_fleet_push_order,
             nats_fleet_stream_batches, nats_fleet_consumers, nats_fleet_contexts)}

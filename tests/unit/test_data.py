@@ -29,7 +29,7 @@ class Lazy(Mapping):
 def test_plain_turns_mappings_and_sequences_into_dicts_and_lists():
     value = plain(Lazy({"a": (1, Lazy({"b": [Lazy({})]}))}))
     assert value == {"a": [1, {"b": [{}]}]}
-    assert type(value) is dict and type(value["a"]) is list and type(value["a"][1]) is dict
+    assert isinstance(value, dict) and isinstance(value["a"], list) and isinstance(value["a"][1], dict)
     copy.deepcopy(value)
 
 
