@@ -15,13 +15,17 @@ import functools
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _fleet
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain_call
 
 
-def _filter(func):
+def _filter(func=None, raw=()):
+    if func is None:
+        return functools.partial(_filter, raw=raw)
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
-            return func(*args, **kwargs)
+            return plain_call(func, args, kwargs, raw)
         except _fleet.FleetError as exc:
             raise AnsibleFilterError("nats fleet: %s" % exc)
 
@@ -42,6 +46,13 @@ def nats_fleet_users(accounts):
 
 
 @_filter
+def nats_fleet_module_items(items, kind):
+    if kind not in _fleet.FLEET_KEYS:
+        raise _fleet.FleetError("nats_fleet_module_items: kind %r is not one of %s" % (kind, ", ".join(sorted(_fleet.FLEET_KEYS))))
+    return [_fleet.module_args(item, kind) for item in items or []]
+
+
+@_filter
 def nats_fleet_admin_users(accounts):
     return _fleet.admin_users(accounts)
 
@@ -51,7 +62,7 @@ def nats_fleet_leaf_remotes(remotes, account_ids, system_account_id, creds_dir, 
     return _fleet.leaf_remotes(remotes, account_ids, system_account_id, creds_dir, system_user, host)
 
 
-@_filter
+@_filter(raw=('hostvars',))
 def nats_fleet_domains(hostvars, hosts):
     return _fleet.domains(hostvars, hosts)
 
@@ -90,6 +101,6 @@ def nats_fleet_contexts(domain_map, default_account, creds_dir, admins, system_a
 class FilterModule(object):
     def filters(self):
         return {f.__name__: f for f in (
-            nats_fleet_check, nats_fleet_users, nats_fleet_admin_users, nats_fleet_leaf_remotes, nats_fleet_domains, nats_fleet_push_targets,
+            nats_fleet_check, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes, nats_fleet_domains, nats_fleet_push_targets,
             nats_fleet_push_order,
             nats_fleet_stream_batches, nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches)}

@@ -14,13 +14,17 @@ import functools
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain_call
 
 
-def _filter(func):
+def _filter(func=None, raw=()):
+    if func is None:
+        return functools.partial(_filter, raw=raw)
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
-            return func(*args, **kwargs)
+            return plain_call(func, args, kwargs, raw)
         except sc.ConfigError as exc:
             raise AnsibleFilterError("nats_server: %s" % exc)
 
@@ -79,7 +83,7 @@ def nats_server_profile(memtotal_mb, mounts, store_dir, **limits):
     return sc.resource_profile(memtotal_mb, mounts, store_dir, **limits)
 
 
-@_filter
+@_filter(raw=('hostvars',))
 def nats_server_peer_urls(members, hostvars, scheme, port_var, default_port, self_name=None):
     return sc.peer_urls(members, hostvars, scheme, port_var, default_port, self_name)
 

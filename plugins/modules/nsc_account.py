@@ -38,9 +38,21 @@ attributes:
     description: A second run with the same options changes no file and pushes nothing.
 options:
   name:
-    description: Name of the account (no whitespace, V(.), V(*), V(>), V(/)).
+    description:
+      - Name of the account (no whitespace, V(.), V(*), V(>), V(/)). Required unless O(accounts) is used; cannot be
+        combined with it.
     type: str
-    required: true
+  accounts:
+    description:
+      - Converge many accounts in one module run, one after another, each as the single form would - with
+        O(push), each is pushed in turn, in the order given.
+      - Each item takes O(name) and every other option of the single form except the store's (O(operator),
+        O(store_dir), O(keys_dir), O(lock_timeout)), the connection's and O(push) and O(expected_servers), which the
+        task gives for all items.
+      - Every item is checked before the first is converged; an error names the item (V(accounts[2] (APP))) and the
+        field. The first item that fails stops the run, and RV(item_results) shows what the items before it did.
+    type: list
+    elements: dict
   state:
     description:
       - V(present) creates or updates the account.
@@ -134,6 +146,14 @@ notes:
 
 EXAMPLES = r"""
 ---
+- name: Many accounts in one run
+  nats_edge.fleet.nsc_account:
+    operator: fleet
+    accounts:
+      - {name: SENSORS, jetstream: {disk_storage: 1GiB, streams: 10}}
+      - {name: REPORTS, limits: {conn: 100}}
+  delegate_to: localhost
+
 - name: An account with JetStream limits, pushed to the resolver
   nats_edge.fleet.nsc_account:
     operator: fleet
@@ -153,6 +173,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+item_results:
+  description: With O(accounts), the result of each item, in the order given, with the keys the single form returns.
+  returned: when O(accounts) is used
+  type: list
+  elements: dict
 account_id:
   description: Public key of the account.
   returned: state is present
@@ -191,6 +216,7 @@ reissued_users:
   elements: str
 """
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _bulk as bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
@@ -302,14 +328,24 @@ def remove(module, store, result):
 
 
 def main():
-    module = nats_module(ARGUMENT_SPEC, jetstream=False, supports_check_mode=True)
+    module = nats_module(bulk.bulk_spec(ARGUMENT_SPEC, "accounts", required=("name",)), jetstream=False,
+                         supports_check_mode=True, required_one_of=[["name", "accounts"]],
+                         mutually_exclusive=[["name", "accounts"]])
     p = module.params
     if jwt.nkeys is None:
         from ansible.module_utils.basic import missing_required_lib
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
-    if p["push"] and p["state"] == "present":
+    if p["push"] and (p["state"] == "present" or p["accounts"] is not None):
         require_nats_py(module)
     nsc.warn_loose_keys_dir(module, p["keys_dir"])
+    if p["accounts"] is not None:
+        bulk.run(module, "accounts", ARGUMENT_SPEC, converge, lambda item: item.get("name"))
+    converge(module)
+
+
+def converge(module):
+    """One account, as the single form converges it (also each item of ``accounts``)."""
+    p = module.params
     result, written = {}, False
     try:
         valid_name("account", p["name"])

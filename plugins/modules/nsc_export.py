@@ -40,14 +40,24 @@ attributes:
     description: A second run with the same options signs nothing, changes no file and pushes nothing.
 options:
   account:
-    description: The exporting account. Required unless O(share_stream) is given.
+    description: The exporting account. Required unless O(share_stream) or O(exports) is given.
     type: str
   name:
     description: Name of the export, also the name of its imports unless O(importers[].name) is set.
     type: str
   subject:
-    description: The exported subject (wildcards allowed). Required unless O(share_stream) is given.
+    description: The exported subject (wildcards allowed). Required unless O(share_stream) or O(exports) is given.
     type: str
+  exports:
+    description:
+      - Converge many exports (and shares) in one module run, one after another, each as the single form would.
+      - Each item takes every option of the single form except the store's (O(operator), O(store_dir),
+        O(keys_dir), O(lock_timeout)), the connection's and O(push) and O(expected_servers), which the task gives
+        for all items.
+      - Every item is checked before the first is converged; an error names the item and the field. The first item
+        that fails stops the run, and RV(item_results) shows what the items before it did.
+    type: list
+    elements: dict
   type:
     description: V(stream) for messages the importers receive, V(service) for requests they send.
     type: str
@@ -169,6 +179,14 @@ notes:
 
 EXAMPLES = r"""
 ---
+- name: Many exports in one run
+  nats_edge.fleet.nsc_export:
+    operator: fleet
+    exports:
+      - {account: APP, name: metrics, subject: metrics.>, importers: [{account: BILLING}]}
+      - {account: APP, name: status, subject: status.>, type: service, public: true}
+  delegate_to: localhost
+
 - name: Orders events from APP, readable by BILLING as billing.orders.>
   nats_edge.fleet.nsc_export:
     operator: fleet
@@ -220,6 +238,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+item_results:
+  description: With O(exports), the result of each item, in the order given, with the keys the single form returns.
+  returned: when O(exports) is used
+  type: list
+  elements: dict
 exports_changed:
   description: Whether the exports or imports of any account change.
   returned: always
@@ -257,6 +280,7 @@ unconfirmed:
   elements: str
 """
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _bulk as bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_exports as graph
@@ -391,12 +415,18 @@ def push(module, params, names, tokens, result):
         raise nsc.PushFailed("the push was not confirmed: %s" % ", ".join(result["unconfirmed"]))
 
 
+# one export: either a subject (with its account) or a share_stream
+CONSTRAINTS = dict(required_one_of=[["subject", "share_stream"]],
+                   mutually_exclusive=[["share_stream", "subject"], ["share_stream", "account"], ["share_stream", "name"]],
+                   required_by={"subject": ["account"]})
+
+
 def main():
-    module = nats_module(ARGUMENT_SPEC, jetstream=False, supports_check_mode=True,
-                         required_one_of=[["subject", "share_stream"]],
-                         mutually_exclusive=[["share_stream", "subject"], ["share_stream", "account"],
-                                             ["share_stream", "name"]],
-                         required_by={"subject": ["account"]})
+    module = nats_module(bulk.bulk_spec(ARGUMENT_SPEC, "exports"), jetstream=False, supports_check_mode=True,
+                         required_one_of=[["subject", "share_stream", "exports"]],
+                         mutually_exclusive=CONSTRAINTS["mutually_exclusive"] + [
+                             ["exports", name] for name in ("subject", "share_stream", "account", "name")],
+                         required_by=CONSTRAINTS["required_by"])
     p = module.params
     if jwt.nkeys is None:
         from ansible.module_utils.basic import missing_required_lib
@@ -404,6 +434,21 @@ def main():
     if p["push"]:
         require_nats_py(module)
     nsc.warn_loose_keys_dir(module, p["keys_dir"])
+    if p["exports"] is not None:
+        bulk.run(module, "exports", ARGUMENT_SPEC, converge, _label, **CONSTRAINTS)
+    converge(module)
+
+
+def _label(item):
+    share = item.get("share_stream")
+    if isinstance(share, dict):
+        return "share of %s from %s to %s" % (share.get("stream"), share.get("from_account"), share.get("to_account"))
+    return "%s %s" % (item.get("account"), item.get("name") or item.get("subject"))
+
+
+def converge(module):
+    """One export, as the single form converges it (also each item of ``exports``)."""
+    p = module.params
     result, written = {}, False
     try:
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])

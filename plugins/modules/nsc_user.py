@@ -40,13 +40,23 @@ attributes:
         and O(renew_before) renews the JWT once it is due.
 options:
   account:
-    description: Name of the account.
+    description: Name of the account. Required unless O(users) is used; cannot be combined with it.
     type: str
-    required: true
   name:
-    description: Name of the user (no whitespace, V(.), V(*), V(>), V(/)).
+    description:
+      - Name of the user (no whitespace, V(.), V(*), V(>), V(/)). Required unless O(users) is used; cannot be
+        combined with it.
     type: str
-    required: true
+  users:
+    description:
+      - Converge many users in one module run, one after another, each as the single form would.
+      - Each item takes C(account), C(name) and every other option of the single form except the
+        store's (O(operator), O(store_dir), O(keys_dir), O(lock_timeout)), the connection's and O(push) and
+        O(expected_servers), which the task gives for all items.
+      - Every item is checked before the first is converged; an error names the item (V(users[2] (APP/web))) and
+        the field. The first item that fails stops the run, and RV(item_results) shows what the items before it did.
+    type: list
+    elements: dict
   state:
     description:
       - V(present) creates or updates the user and its creds.
@@ -135,6 +145,14 @@ EXAMPLES = r"""
     renew_before: 30d
   delegate_to: localhost
 
+- name: Many users in one run
+  nats_edge.fleet.nsc_user:
+    operator: fleet
+    users:
+      - {account: APP, name: web, permissions: {pub: {allow: ["web.>"]}}}
+      - {account: APP, name: batch, expires_in: 30d}
+  delegate_to: localhost
+
 - name: A user that left, revoked everywhere at once
   nats_edge.fleet.nsc_user:
     operator: fleet
@@ -169,6 +187,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+item_results:
+  description: With O(users), the result of each item, in the order given, with the keys the single form returns.
+  returned: when O(users) is used
+  type: list
+  elements: dict
 user_public_key:
   description: Public key of the user.
   returned: state is present or revoked
@@ -231,6 +254,7 @@ import time
 
 from ansible.module_utils.basic import missing_required_lib
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _bulk as bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
@@ -414,14 +438,25 @@ class Run(object):
 
 
 def main():
-    module = nats_module(ARGUMENT_SPEC, jetstream=False, supports_check_mode=True,
-                         mutually_exclusive=[["expires", "expires_in"]])
+    module = nats_module(bulk.bulk_spec(ARGUMENT_SPEC, "users", required=("account", "name")), jetstream=False,
+                         supports_check_mode=True, mutually_exclusive=[["expires", "expires_in"], ["users", "name"],
+                                                                       ["users", "account"]],
+                         required_one_of=[["name", "users"]], required_together=[["account", "name"]])
     p = module.params
     if jwt.nkeys is None:
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
     if p["push"]:
         require_nats_py(module)
     nsc.warn_loose_keys_dir(module, p["keys_dir"])
+    if p["users"] is not None:
+        bulk.run(module, "users", ARGUMENT_SPEC, converge, lambda item: "%s/%s" % (item.get("account"), item.get("name")),
+                 mutually_exclusive=[["expires", "expires_in"]])
+    converge(module)
+
+
+def converge(module):
+    """One user, as the single form converges it (also each item of ``users``)."""
+    p = module.params
     run, written = None, False
     try:
         valid_name("account", p["account"])

@@ -69,11 +69,13 @@ def _item_spec(spec, kind):
 
 
 def _validate(kind, where, item, spec):
+    """``spec`` is (the item's option spec, its validator): a validator copies its spec when built,
+    so one serves every item of a kind."""
     if not isinstance(item, dict):
         raise FleetError("%s: expected a mapping, got %r" % (where, item))
     params = {k: copy.deepcopy(v) for k, v in item.items() if k not in FLEET_KEYS[kind]}
-    item_spec = _item_spec(spec, kind)
-    result = ArgumentSpecValidator(item_spec).validate(params)
+    item_spec, validator = spec
+    result = validator.validate(params)
     unknown = sorted(set(params) - set(item_spec) - {a for v in item_spec.values() for a in v.get("aliases", [])})
     if unknown:
         raise FleetError("%s: unknown option%s %s; %s takes %s" % (
@@ -110,7 +112,10 @@ def check(accounts=None, exports=None, streams=None, consumers=None, where="", k
     Returns the number of items checked; raises FleetError naming the list,
     the item and the field. ``files_dir`` is where relative object ``src``
     files are found (the inventory's directory)."""
-    specs = _specs()
+    specs = {}
+    for kind, spec in _specs().items():
+        item_spec = _item_spec(spec, kind)
+        specs[kind] = (item_spec, ArgumentSpecValidator(item_spec))
     count = 0
     names = set()
     for i, account in enumerate(accounts or []):

@@ -5,7 +5,13 @@
 DIR gets pure wheels built here (pyspark, the nats-edge-spark package, built
 reproducibly so an unchanged source gives the same file) and the binary
 wheels of their dependencies for the hosts' architecture and Python, so the
-hosts need no package index. Prints JSON: {"changed": bool, "wheels": [...]}.
+hosts need no package index. Prints JSON: {"changed": bool, "wheels": [...],
+"package": the nats-edge-spark wheel, "listing": ["<wheel> <bytes>", ...]}.
+
+A stamp beside DIR (DIR.build-stamp.json, not copied to the hosts) records the inputs of the last build (the package source's
+files, the versions, architecture, Python, extras) and each wheel's size and
+modification time. When the inputs and the wheels are as recorded, nothing
+is built, downloaded or hashed: the answer is the stamp's.
 """
 
 import argparse
@@ -32,6 +38,52 @@ def digest(folder):
     return state
 
 
+def stamp_path(folder):
+    return os.path.normpath(folder) + ".build-stamp.json"
+
+
+def inputs(args):
+    """What a build depends on: the options and every file of the package source."""
+    source = hashlib.sha256()
+    for top, dirs, files in os.walk(args.source):
+        dirs[:] = sorted(d for d in dirs if d not in ("build", "__pycache__") and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            path = os.path.join(top, name)
+            source.update(os.path.relpath(path, args.source).encode() + b"\0")
+            with open(path, "rb") as handle:
+                source.update(handle.read() + b"\0")
+    return {"source": source.hexdigest(), "pyspark": args.pyspark, "arch": args.arch, "python": args.python,
+            "extra": args.extra}
+
+
+def listing(folder):
+    """Each wheel's (size, modification time in ns): enough to tell that nothing was touched."""
+    found = {}
+    for name in os.listdir(folder):
+        if name.endswith(".whl"):
+            stat = os.stat(os.path.join(folder, name))
+            found[name] = [stat.st_size, stat.st_mtime_ns]
+    return found
+
+
+def unchanged(args):
+    """The stamp's answer when the inputs and the wheels are as it records them, else None."""
+    try:
+        with open(stamp_path(args.dir)) as handle:
+            stamp = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if stamp.get("inputs") != inputs(args) or stamp.get("listing") != listing(args.dir):
+        return None
+    return stamp["answer"]
+
+
+def answer(folder, changed, package):
+    found = listing(folder)
+    return {"changed": changed, "wheels": sorted(found), "package": package,
+            "listing": sorted("%s %d" % (name, size) for name, (size, _mtime) in found.items())}
+
+
 def pip(*args):
     env = dict(os.environ, SOURCE_DATE_EPOCH="315532800", PIP_DISABLE_PIP_VERSION_CHECK="1")
     proc = subprocess.run([sys.executable, "-m", "pip"] + list(args), env=env, capture_output=True, text=True, check=False)
@@ -51,6 +103,10 @@ def main():
     if args.arch not in PLATFORMS:
         sys.exit("no wheels for architecture %s (supported: %s)" % (args.arch, ", ".join(PLATFORMS)))
     os.makedirs(args.dir, exist_ok=True)
+    known = unchanged(args)
+    if known is not None:
+        print(json.dumps(dict(known, changed=False)))
+        return
     before = digest(args.dir)
     work = tempfile.mkdtemp(prefix="spark-wheelhouse-")
     try:
@@ -80,8 +136,11 @@ def main():
             "--find-links", args.dir, "-d", args.dir, *platform_args, os.path.join(args.dir, package), *args.extra)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    after = digest(args.dir)
-    print(json.dumps({"changed": after != before, "wheels": sorted(after), "package": package}))
+    result = answer(args.dir, digest(args.dir) != before, package)
+    with open(stamp_path(args.dir) + ".tmp", "w") as handle:
+        json.dump({"inputs": inputs(args), "listing": listing(args.dir), "answer": result}, handle)
+    os.replace(stamp_path(args.dir) + ".tmp", stamp_path(args.dir))
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,108 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Bulk forms of the nsc modules. Private to the collection.
+
+``nsc_account accounts=[...]``, ``nsc_user users=[...]`` and
+``nsc_export exports=[...]`` converge a list of items in one module run, one
+item after another, each exactly as the single form would (its own store
+lock, checks, writes and push). A task with a loop pays Ansible's cost of a
+module run per item; a fleet of a few dozen accounts, users and exports
+spends most of its idempotent converge there.
+
+Each item takes every option of the single form but the task-level ones
+(the store, the connection, push), which apply to all items. The items are
+checked against the single form's spec, all of them before the first is
+converged. The first failing item stops the run; RV(item_results) then holds what
+the items before it did.
+"""
+
+from __future__ import annotations
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+# the single form's spec and its constraints, less these task-level options
+TASK_LEVEL = ("store_dir", "keys_dir", "operator", "lock_timeout", "push", "expected_servers")
+
+
+class ItemExit(Exception):
+    def __init__(self, result):
+        super(ItemExit, self).__init__("exit")
+        self.result = result
+
+
+class ItemFailure(Exception):
+    def __init__(self, msg, result):
+        super(ItemFailure, self).__init__(msg)
+        self.msg = msg
+        self.result = result
+
+
+class ItemModule(object):
+    """What the single form's code sees of the module while it converges one item."""
+
+    def __init__(self, module, params):
+        self._module = module
+        self.params = params
+        self.check_mode = module.check_mode
+        self._diff = module._diff
+
+    def warn(self, warning):
+        self._module.warn(warning)
+
+    def exit_json(self, **result):
+        raise ItemExit(result)
+
+    def fail_json(self, msg=None, **result):
+        raise ItemFailure(msg, result)
+
+
+def bulk_spec(item_spec, key, required=()):
+    """The module's spec: the single form's, with the list option ``key`` added and
+    the options in ``required`` (required for one item) made optional at task level."""
+    spec = dict(item_spec)
+    for name in required:
+        spec[name] = dict(spec[name], required=False)
+    spec[key] = dict(type="list", elements="dict")
+    return spec
+
+
+def run(module, key, item_spec, converge, label, **constraints):
+    """Converge ``module.params[key]`` with ``converge(item_module)`` and exit the module."""
+    spec = {name: value for name, value in item_spec.items() if name not in TASK_LEVEL}
+    validator = ArgumentSpecValidator(spec, **constraints)
+    items = []
+    for index, item in enumerate(module.params[key]):
+        where = "%s[%d]%s" % (key, index, " (%s)" % label(item) if isinstance(item, dict) and label(item) else "")
+        if not isinstance(item, dict):
+            module.fail_json(msg="%s: expected a mapping, got %r" % (where, item), changed=False, item_results=[])
+        unknown = sorted(set(item) - set(spec) - {alias for option in spec.values() for alias in option.get("aliases", [])})
+        if unknown:
+            module.fail_json(msg="%s: unknown option%s %s; an item takes %s" % (
+                where, "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(sorted(spec))),
+                changed=False, item_results=[])
+        checked = validator.validate(item)
+        module.no_log_values.update(checked._no_log_values)
+        if checked.error_messages:
+            module.fail_json(msg="%s: %s" % (where, "; ".join(checked.error_messages)), changed=False, item_results=[])
+        # the task-level options (store, connection, push) as the task gives them
+        params = {name: value for name, value in module.params.items() if name not in spec and name != key}
+        params.update(checked.validated_parameters)
+        items.append((where, params))
+    results = []
+    for where, params in items:
+        try:
+            converge(ItemModule(module, params))
+        except ItemExit as done:
+            results.append(done.result)
+        except ItemFailure as failure:
+            results.append(failure.result)
+            module.fail_json(msg="%s: %s" % (where, failure.msg), **_summary(results, module))
+    module.exit_json(**_summary(results, module))
+
+
+def _summary(results, module):
+    summary = dict(changed=any(result.get("changed") for result in results), item_results=results)
+    if module._diff:
+        summary["diff"] = [result.pop("diff") for result in results if "diff" in result]
+    return summary
