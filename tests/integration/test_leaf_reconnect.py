@@ -26,7 +26,7 @@ def _replace(src, dest):
 
 
 def _ids(server):
-    return [leaf.get("id") for leaf in server.get("leafz")["leafs"]]
+    return [leaf.get("id") for leaf in server.get("leafz").get("leafs") or []]
 
 
 def test_a_replaced_creds_file_is_used_at_the_next_connect(nats_binary, start_server, module, tmp_path):
@@ -39,7 +39,7 @@ def test_a_replaced_creds_file_is_used_at_the_next_connect(nats_binary, start_se
     hub = start_server(binary, _conf(tmp_path, operator, "hub", hub_port, hub_http, leaf_listen=leaf_port), "hub", hub_http)
     hub.wait(lambda: hub.get("healthz")["status"] == "ok")
     hub_url = "nats://127.0.0.1:%d" % hub_port
-    account = module("nsc_account", dict(base, name="APP", push=True, servers=[hub_url], timeout=2.0))
+    account = module("nsc_account", dict(base, name="APP", push=True, servers=[hub_url], timeout=2.0, expected_servers=1))
     first = module("nsc_user", dict(base, account="APP", name="leaf"))
     live = str(tmp_path / "leaf.creds")
     shutil.copy(first["creds_file"], live)
@@ -47,7 +47,7 @@ def test_a_replaced_creds_file_is_used_at_the_next_connect(nats_binary, start_se
                                       remote=(leaf_port, account["account_id"], live)), "edge", edge_http)
     edge.wait(lambda: edge.get("healthz")["status"] == "ok")
     edge_url = "nats://127.0.0.1:%d" % edge_port
-    assert not module("nsc_account", dict(base, name="APP", push=True, servers=[edge_url], timeout=2.0)).get("failed")
+    assert not module("nsc_account", dict(base, name="APP", push=True, servers=[edge_url], timeout=2.0, expected_servers=1)).get("failed")
     hub.wait(lambda: len(_ids(hub)) == 1, 30)
     connection = dict(servers=[edge_url], creds=os.path.join(base["keys_dir"], "creds", "fleet", "SYS", "sys.creds"))
     reconnect = dict(connection, server_name="edge", accounts=[account["account_id"]], wait=20)
@@ -65,7 +65,7 @@ def test_a_replaced_creds_file_is_used_at_the_next_connect(nats_binary, start_se
         assert done["changed"] and done["links"][0]["before"] != done["links"][0]["after"], done
         link = _ids(hub)
         revoked = module("nsc_user", dict(base, account="APP", name="leaf", revoke_previous=True, push=True,
-                                          servers=[hub_url], timeout=2.0))
+                                          servers=[hub_url], timeout=2.0, expected_servers=1))
         assert revoked["revoked_keys"] == [first["user_public_key"]], revoked
         time.sleep(2)
         assert _ids(hub) == link  # already on the new key: the revocation closed nothing
@@ -73,7 +73,7 @@ def test_a_replaced_creds_file_is_used_at_the_next_connect(nats_binary, start_se
         refused = module("nats_leaf_reconnect", reconnect)
         assert refused.get("failed") and "2.12 or newer" in refused["msg"], refused
         module("nsc_user", dict(base, account="APP", name="leaf", revoke_previous=True, push=True,
-                                servers=[hub_url], timeout=2.0))
+                                servers=[hub_url], timeout=2.0, expected_servers=1))
         # the revocation closes the old link; the edge connects again with the file's new creds
         hub.wait(lambda: len(_ids(hub)) == 1 and "Credentials Revoked" in open(hub.log.name).read(), 20)
     time.sleep(1.5)
