@@ -63,6 +63,10 @@ def test_a_replaced_creds_file_is_used_at_the_next_connect(nats_binary, start_se
         assert checked["changed"] and checked["links"][0]["after"] == [], checked
         done = module("nats_leaf_reconnect", reconnect)
         assert done["changed"] and done["links"][0]["before"] != done["links"][0]["after"], done
+        # the same from the hub's side, as for an edge server older than 2.12
+        from_hub = module("nats_leaf_reconnect", dict(connection, servers=[hub_url], remote_name="edge",
+                                                      accounts=[account["account_id"]], wait=20))
+        assert from_hub["changed"] and from_hub["links"][0]["before"] != from_hub["links"][0]["after"], from_hub
         link = _ids(hub)
         revoked = module("nsc_user", dict(base, account="APP", name="leaf", revoke_previous=True, push=True,
                                           servers=[hub_url], timeout=2.0, expected_servers=1))
