@@ -50,7 +50,7 @@ help:
 	@echo "make demo      bring up the 9-host lab, converge hub and spokes and their streams, print reports"
 	@echo "make test      lint, unit, integration (newest and oldest ansible-core) and molecule tests (installs what it needs)"
 	@echo "make lint      ansible-lint, ansible-test sanity (newest and oldest ansible-core), Galaxy's importer, docs"
-	@echo "make unit | integration | integration-oldest | molecule | molecule-fleet | molecule-spark | molecule-rollout | bench | sanity | sanity-oldest"
+	@echo "make unit | integration | integration-oldest | molecule | molecule-fleet | molecule-spark | molecule-rollout | molecule-rotate | bench | sanity | sanity-oldest"
 	@echo "make build | docs | changelog | demo-down | clean"
 
 # --- toolchain -----------------------------------------------------------------
@@ -149,6 +149,12 @@ molecule-rollout: lab-ready
 	@if [ -n "$${ROLLOUT_FULL:-}" ]; then molecule test -s rollout; else \
 	  trap 'molecule destroy -s rollout' EXIT; \
 	  for step in destroy create prepare converge side-effect verify; do molecule $$step -s rollout; done; fi
+
+# Credential rotation across an operator-mode fleet (a hub, a 2.15.1 site and a
+# 2.9.10 site): no leaf link left down, the old creds refused at the end.
+.PHONY: molecule-rotate
+molecule-rotate: lab-ready $(DEBIAN_NATS)
+	molecule test -s rotate
 
 .PHONY: go-nats
 go-nats:

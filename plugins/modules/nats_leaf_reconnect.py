@@ -1,0 +1,235 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nats_leaf_reconnect
+short_description: Make a nats-server open its leaf node connections again, without a restart
+description:
+  - Closes the leaf node connections of one server that are bound to the given accounts (the system request
+    C($SYS.REQ.SERVER.<id>.KICK)), then waits until each of them is back with a new connection id.
+  - A server reads a leaf remote's credentials file each time it connects, so this is how it starts using a
+    creds file that was replaced - a config reload does not reconnect leaf links, and a restart drops every
+    client and stops JetStream for a while. Each link is down for about the remote's reconnect delay (1s).
+  - Needs nats-server 2.12 or newer on the server that closes the links (leaf connection ids in C(LEAFZ), kicks
+    that reach leaf connections) - the server itself (O(server_name)), or the servers at the other end
+    (O(remote_name)) - and system account credentials.
+author:
+  - nats_edge.fleet contributors (@nats_edge)
+extends_documentation_fragment:
+  - nats_edge.fleet.connection
+attributes:
+  check_mode:
+    support: full
+    description: Reads the server's leaf connections and reports those it would close; closes nothing.
+  diff_mode:
+    support: none
+    description: No diff; RV(links) names each link before and after.
+  idempotent:
+    support: none
+    description: Every run closes and reopens the links it names; run it when their credentials changed.
+options:
+  server_name:
+    description:
+      - Name of the server whose leaf connections to reopen (its C(server_name)), looked up with
+        C($SYS.REQ.SERVER.PING.LEAFZ), so the connection may go to any server that shares its system account.
+      - The links are closed on that server, which must be 2.12 or newer.
+      - One of O(server_name) and O(remote_name) is required.
+    type: str
+  remote_name:
+    description:
+      - Instead of O(server_name) - the name of the server at the other end of the links, whose leaf connections
+        every server (through C($SYS.REQ.SERVER.PING.LEAFZ)) closes from its side - for a server older than 2.12
+        that connects to a hub of 2.12 or newer.
+    type: str
+  accounts:
+    description:
+      - Accounts (public keys, as the server names them) whose leaf connections to reopen.
+      - Every account listed must have at least one leaf connection on the server.
+    type: list
+    elements: str
+    required: true
+  wait:
+    description: Seconds to wait for every closed link to come back.
+    type: int
+    default: 60
+notes:
+  - O(creds) must be a user of the system account.
+seealso:
+  - module: nats_edge.fleet.nsc_user
+"""
+
+EXAMPLES = r"""
+---
+- name: Reopen the edge server's links of account APP, after its creds file was replaced
+  nats_edge.fleet.nats_leaf_reconnect:
+    servers: ["nats://edge-1:4222"]
+    creds: /home/ops/.nats-fleet/OP/creds/SYS/sys.creds
+    server_name: edge-1
+    accounts: [ACW4MCIOG6WULUFONE5D5Z455CT2LVUJEAOL53NNOR2ONNDOJWPZRIPX]
+  delegate_to: localhost
+
+- name: The same for an edge server older than 2.12, closed from the hub's side
+  nats_edge.fleet.nats_leaf_reconnect:
+    servers: ["nats://hub-1:4222"]
+    creds: /home/ops/.nats-fleet/OP/creds/SYS/sys.creds
+    remote_name: edge-2
+    accounts: [ACW4MCIOG6WULUFONE5D5Z455CT2LVUJEAOL53NNOR2ONNDOJWPZRIPX]
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+server_id:
+  description: Id of the server whose links were reopened (empty with O(remote_name)).
+  returned: success
+  type: str
+version:
+  description: Version of that server (empty with O(remote_name)).
+  returned: success
+  type: str
+links:
+  description: Per account, the leaf connection ids before and after (after is empty in check mode).
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    account:
+      description: The account.
+      type: str
+    before:
+      description: Connection ids that were closed.
+      type: list
+      elements: int
+    after:
+      description: Connection ids of the links that came back.
+      type: list
+      elements: int
+seconds:
+  description: How long the links took to come back.
+  returned: success
+  type: float
+"""
+
+import json
+import time
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    NatsClient, NatsClientError, nats_module, require_nats_py)
+
+ARGUMENT_SPEC = dict(
+    server_name=dict(type="str"),
+    remote_name=dict(type="str"),
+    accounts=dict(type="list", elements="str", required=True),
+    wait=dict(type="int", default=60),
+)
+
+
+class ReconnectError(Exception):
+    pass
+
+
+def find_server(client, name):
+    """(server id, version) of the server called ``name``."""
+    body = json.dumps({"server_name": name, "exact_match": True}).encode()
+    for raw in client.gather("$SYS.REQ.SERVER.PING.LEAFZ", body, idle=0.5):
+        try:
+            reply = json.loads(raw.decode() or "{}")
+        except ValueError:
+            continue
+        server = reply.get("server") or {}
+        if server.get("name") == name and not reply.get("error"):
+            return server["id"], server.get("ver", "")
+    raise ReconnectError("no server called %r answered on $SYS.REQ.SERVER.PING.LEAFZ (are the creds those of a "
+                         "system account user, and does that server share its system account?)" % name)
+
+
+def _leafs(reply, where):
+    if reply.get("error"):
+        raise ReconnectError("LEAFZ of %s: %s" % (where, reply["error"].get("description", reply["error"])))
+    return (reply.get("data") or {}).get("leafs") or []
+
+
+def leaf_links(client, accounts, server_id=None, remote_name=None):
+    """{account: [(server id, connection id), ...]}: the leaf connections bound to ``accounts`` on the
+    server ``server_id``, or on every server those that come from the server called ``remote_name``."""
+    if server_id:
+        replies = [(server_id, client.request_json("$SYS.REQ.SERVER.%s.LEAFZ" % server_id, {}))]
+    else:
+        replies = []
+        for raw in client.gather("$SYS.REQ.SERVER.PING.LEAFZ", b"{}", idle=0.5):
+            try:
+                reply = json.loads(raw.decode() or "{}")
+            except ValueError:
+                continue
+            replies.append(((reply.get("server") or {}).get("id"), reply))
+    links = dict((account, []) for account in accounts)
+    for sid, reply in replies:
+        for leaf in _leafs(reply, sid):
+            if leaf.get("account") in links and (remote_name is None or leaf.get("name") == remote_name):
+                if leaf.get("id") is None:
+                    raise ReconnectError("the server holding the link does not name its leaf connections (nats-server "
+                                         "2.12 or newer can reopen them one by one; restart older ones)")
+                links[leaf["account"]].append((sid, leaf["id"]))
+    return links
+
+
+def reconnect(client, accounts, wait, server_id=None, remote_name=None):
+    """Close the links of ``accounts`` and wait until each is back; (links, seconds)."""
+    before = leaf_links(client, accounts, server_id, remote_name)
+    missing = sorted(account for account, ids in before.items() if not ids)
+    if missing:
+        raise ReconnectError("no leaf connection bound to %s: a link that is down cannot be reopened, find why "
+                             "it is down first" % ", ".join(missing))
+    started = time.monotonic()
+    for ids in before.values():
+        for sid, cid in ids:
+            reply = client.request_json("$SYS.REQ.SERVER.%s.KICK" % sid, {"cid": cid})
+            if reply.get("error"):
+                raise ReconnectError("KICK of leaf connection %s: %s" % (
+                    cid, reply["error"].get("description", reply["error"])))
+    while True:
+        now = leaf_links(client, accounts, server_id, remote_name)
+        down = sorted(a for a in accounts if len(now[a]) < len(before[a]) or set(now[a]) & set(before[a]))
+        if not down:
+            break
+        if time.monotonic() - started > wait:
+            raise ReconnectError("the leaf links of %s did not come back within %ss (wrong or unreadable creds "
+                                 "file? the server's log names the reason)" % (", ".join(down), wait))
+        time.sleep(0.2)
+    links = [dict(account=a, before=sorted(cid for _sid, cid in before[a]), after=sorted(cid for _sid, cid in now[a]))
+             for a in accounts]
+    return links, round(time.monotonic() - started, 2)
+
+
+def main():
+    module = nats_module(ARGUMENT_SPEC, jetstream=False, supports_check_mode=True,
+                         mutually_exclusive=[["server_name", "remote_name"]],
+                         required_one_of=[["server_name", "remote_name"]])
+    require_nats_py(module)
+    p = module.params
+    accounts = sorted(set(p["accounts"]))
+    where = p["server_name"] or "the hub side of %s" % p["remote_name"]
+    if not accounts:
+        module.exit_json(changed=False, links=[], seconds=0.0, server_id="", version="")
+    server_id, version = "", ""
+    try:
+        with NatsClient(p) as client:
+            if p["server_name"]:
+                server_id, version = find_server(client, p["server_name"])
+            if module.check_mode:
+                before = leaf_links(client, accounts, server_id, p["remote_name"])
+                module.exit_json(changed=True, server_id=server_id, version=version, seconds=0.0,
+                                 links=[dict(account=a, before=sorted(cid for _sid, cid in before[a]), after=[])
+                                        for a in accounts])
+            links, seconds = reconnect(client, accounts, p["wait"], server_id, p["remote_name"])
+    except (NatsClientError, ReconnectError) as exc:
+        module.fail_json(msg="leaf links of %s: %s" % (where, exc))
+    module.exit_json(changed=True, server_id=server_id, version=version, links=links, seconds=seconds)
+
+
+if __name__ == "__main__":
+    main()
