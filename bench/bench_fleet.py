@@ -148,10 +148,13 @@ def environment(args, work):
 
 
 def timed(row, name, argv, env):
-    """Run one step, keeping its time and the load average while it ran."""
+    """Run one step, keeping its time and the load average while it ran (printed at once: a run cut short
+    still leaves the steps it finished)."""
     with LoadAverage() as load:
         row[name], proc = run(argv, env=env)
     row["load " + name] = load.summary()
+    print("  %d sites: %s %.1f s (%.2f s per site), load %.1f/%.1f" % (
+        row["sites"], name, row[name], row[name] / row["sites"], *row["load " + name]), file=sys.stderr, flush=True)
     return proc
 
 
@@ -170,7 +173,8 @@ def measure(sites, args):
             row = {"sites": sites, "up": up, "forks": args.forks, "play": play}
             timed(row, "ping", [os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"], env)
             timed(row, "converge", playbook + [play], env)
-            timed(row, "no-op", playbook + [play], env)
+            if not args.skip_noop:
+                timed(row, "no-op", playbook + [play], env)
             report = os.path.join(work, "rollout.json")
             proc = timed(row, "rollout", playbook + ["nats_edge.fleet.rollout", "-e", json.dumps(
                 {"nats_server_version": VERSIONS[1], "nats_rollout_report_file": report})], env)
@@ -194,7 +198,9 @@ def main():
     parser.add_argument("--timeout", type=int, default=60,
                         help="ssh connect timeout: a loaded lab machine answers 50 connections slowly")
     parser.add_argument("--fact-cache", action="store_true", help="jsonfile fact cache, gathering=smart")
-    parser.add_argument("--lab", default="bench-fleet", help="lab name prefix (one lab per N, removed after)")
+    parser.add_argument("--lab", default="%s-fleet" % (os.environ.get("FLEETLAB_PREFIX") or "bench"),
+                        help="lab name prefix (one lab per N, removed after; default FLEETLAB_PREFIX-fleet)")
+    parser.add_argument("--skip-noop", action="store_true", help="leave out the second, no-change converge")
     parser.add_argument("--keep", action="store_true", help="leave the labs up")
     parser.add_argument("--play", choices=["site", "servers"], default="site",
                         help="site: the fleet play in operator mode; servers: the servers stage alone, no operator mode")
@@ -205,14 +211,14 @@ def main():
         "nats_edge.fleet." + args.play, args.forks, "jsonfile" if args.fact_cache else "off"))
     print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s  %s" % (
         "sites", "up s", "ping s", "converge", "per site", "no-op", "rollout", "per site", "conv/ping", "roll/ping",
-        "load (mean/max) converge, rollout"))
+        "load (mean/max) converge, rollout; node turn s (mean/max)"))
     for sites in args.sites:
         row = measure(sites, args)
         rows.append(row)
-        print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f  %.1f/%.1f, %.1f/%.1f" % (
-            sites, row["up"], row["ping"], row["converge"], row["converge"] / sites, row["no-op"], row["rollout"],
+        print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f  %.1f/%.1f, %.1f/%.1f; %.1f/%.1f" % (
+            sites, row["up"], row["ping"], row["converge"], row["converge"] / sites, row.get("no-op", float("nan")), row["rollout"],
             row["rollout"] / sites, row["converge"] / row["ping"], row["rollout"] / row["ping"],
-            *row["load converge"], *row["load rollout"]), flush=True)
+            *row["load converge"], *row["load rollout"], sum(row["turn"]) / len(row["turn"]), max(row["turn"])), flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
