@@ -354,6 +354,18 @@ ROWS = [
      "object 'nothing' of bucket 'fw'"),
     ("fetch-no-directory", FETCH, dict(JS, bucket="fw", name="a", dest="{missing}"), "dest: the directory of"),
     ("fetch-bad-mode", FETCH, dict(JS, bucket="fw", name="a", dest="{tmp}/a", mode="rw"), "mode: 'rw' is not an octal"),
+    # -- nats_leaf_reconnect ---------------------------------------------------------------------------------------
+    ("leaf-reconnect-no-server", "nats_leaf_reconnect", dict(servers=["{url}"], creds="{sys_creds}", accounts=["A"]),
+     "one of the following is required: server_name, remote_name"),
+    ("leaf-reconnect-both-names", "nats_leaf_reconnect", dict(servers=["{url}"], creds="{sys_creds}", accounts=["A"],
+                                                              server_name="a", remote_name="b"), "mutually exclusive"),
+    ("leaf-reconnect-no-accounts", "nats_leaf_reconnect", dict(servers=["{url}"], creds="{sys_creds}",
+                                                               server_name="a"), "missing required arguments: accounts"),
+    ("leaf-reconnect-wait-words", "nats_leaf_reconnect", dict(servers=["{url}"], creds="{sys_creds}", accounts=["A"],
+                                                              server_name="a", wait="long"), "wait"),
+    ("leaf-reconnect-unknown-server", "nats_leaf_reconnect", dict(servers=["{url}"], creds="{sys_creds}",
+                                                                  accounts=["A"], server_name="nowhere", timeout=2.0),
+     "leaf links of nowhere: no server called 'nowhere' answered"),
     # -- nats_server_state: what the nats_server role reads of a host ------------------------------------------
     ("server-state-unknown-option", "nats_server_state", dict(binary="/usr/sbin/nats-server", pahts=["/etc"]),
      "Unsupported parameters"),

@@ -26,7 +26,7 @@ PACKAGE = "ansible_collections.nats_edge.fleet.plugins.modules"
 # nsc first (they build the accounts), then streams before the consumers and reports that read them
 ORDER = ["nsc_operator", "nsc_account", "nsc_user", "nsc_export", "nsc_info", "jetstream_object_store",
          "jetstream_stream", "jetstream_consumer", "jetstream_info", "jetstream_kv", "jetstream_object_fetch",
-         "nats_server_state"]
+         "nats_server_state", "nats_leaf_reconnect"]
 APP_ACCOUNT = dict(name="APP", signing_key=True, limits={"conn": 1000},
                    jetstream=dict(disk_storage="10GiB", mem_storage="256MiB", streams=20, consumers=-1))
 
@@ -153,7 +153,8 @@ def examples_fleet(tmp_path):
         firmware = tmp_path / "gateway-2.4.1.bin"
         firmware.write_bytes(os.urandom(300 * 1024))
         os.makedirs(tmp_path / "edge")
-        yield dict(base=base, urls=urls, creds=creds, tmp=tmp_path, firmware=str(firmware))
+        yield dict(base=base, urls=urls, creds=creds, tmp=tmp_path, firmware=str(firmware), app_id=app_id,
+                   sys_creds=operator["sys_creds"])
     finally:
         for server in started:
             server.stop()
@@ -171,6 +172,12 @@ def examples_play(fleet):
         "files/gateway-2.4.1.bin": fleet["firmware"],
         "/var/lib/gateway/": "%s/edge/" % fleet["tmp"],
         "/tmp/fleet-accounts.dot": "%s/fleet-accounts.dot" % fleet["tmp"],
+        # nats_leaf_reconnect: the spokes' links of APP, closed on spoke-1 and, from the hubs' side, for spoke-2
+        "nats://edge-1:4222": fleet["urls"]["spoke-1"],
+        "server_name: edge-1": "server_name: spoke-1",
+        "remote_name: edge-2": "remote_name: spoke-2",
+        "/home/ops/.nats-fleet/OP/creds/SYS/sys.creds": fleet["sys_creds"],
+        "ACW4MCIOG6WULUFONE5D5Z455CT2LVUJEAOL53NNOR2ONNDOJWPZRIPX": fleet["app_id"],
     }
     tasks = []
     for name in ORDER:
