@@ -101,6 +101,6 @@ def nats_fleet_contexts(domain_map, default_account, creds_dir, admins, system_a
 class FilterModule(object):
     def filters(self):
         return {f.__name__: f for f in (
-            nats_fleet_check, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes, nats_fleet_domains, nats_fleet_push_targets,
-            nats_fleet_push_order,
-            nats_fleet_stream_batches, nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches)}
+            nats_fleet_check, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes,
+            nats_fleet_domains, nats_fleet_push_targets, nats_fleet_push_order, nats_fleet_stream_batches,
+            nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches)}
