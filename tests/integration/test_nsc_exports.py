@@ -47,7 +47,7 @@ def operator_server(nats_binary, start_server, module, tmp_path):
         for name in names:
             pushed = module("nsc_account", dict(base, name=name, signing_key=True, jetstream=JS_LIMITS, **push))
             assert pushed["unconfirmed"] == [] and not pushed.get("failed"), pushed
-        return dict(base=base, url=url, creds=creds, push=push, version=version,
+        return dict(base=base, url=url, creds=creds, push=push, version=version, sys_creds=operator["sys_creds"],
                     roots=(base["store_dir"], base["keys_dir"]))
     return make
 
@@ -159,6 +159,38 @@ def test_stream_and_private_service_imports_work_without_a_restart(operator_serv
     assert gone["changed"] and gone["unconfirmed"] == [], gone
     assert receive(env, "BILLING", "billing.orders.>", send) == []
     assert module("nsc_export", gone_args)["changed"] is False
+
+
+def test_an_importer_taken_off_a_private_export_has_its_activation_revoked(operator_server, module):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+    env = operator_server("APP", "BILLING", "OTHER")
+    ids = {}
+    for name in ("APP", "BILLING"):
+        with open("%s/fleet/accounts/%s/%s.jwt" % (env["base"]["store_dir"], name, name)) as handle:
+            ids[name] = jwt.decode(handle.read())["sub"]
+    importers = [{"account": "BILLING", "local_subject": "app.quote"}, {"account": "OTHER", "local_subject": "app.quote"}]
+    quotes = dict(env["base"], account="APP", name="quotes", subject="quote.request", type="service", public=False,
+                  importers=importers, **env["push"])
+    assert module("nsc_export", quotes)["changed"]
+
+    def served(account):
+        """The account's claims as the server's resolver holds them."""
+        with NatsClient({"servers": [env["url"]], "creds": env["sys_creds"], "timeout": 3.0}) as sys_client:
+            return jwt.decode(sys_client.request("$SYS.REQ.ACCOUNT.%s.CLAIMS.LOOKUP" % ids[account], b"").decode())
+
+    def served_export():
+        return [e for e in served("APP")["nats"]["exports"] if e["name"] == "quotes"][0]
+    assert not served_export().get("revocations")
+
+    cut = module("nsc_export", dict(quotes, importers=importers[1:]))
+    assert cut["changed"] and cut["unconfirmed"] == [], cut
+    # the server holds APP's JWT with BILLING's activation revoked, and BILLING's import is gone
+    revoked = wait_for(lambda: served_export().get("revocations"))
+    assert list(revoked) == [ids["BILLING"]], revoked
+    billing = served("BILLING")
+    assert not [i for i in billing["nats"].get("imports") or [] if i["name"] == "quotes"], billing
+    again = module("nsc_export", dict(quotes, importers=importers[1:]))
+    assert again["changed"] is False, again
 
 
 def make_stream(env, account, config):
