@@ -57,6 +57,11 @@ class ItemModule(object):
         raise ItemFailure(msg, result)
 
 
+def unknown_options(params, spec):
+    """The keys of ``params`` that are neither an option of ``spec`` nor an alias of one, sorted."""
+    return sorted(set(params) - set(spec) - {alias for option in spec.values() for alias in option.get("aliases", [])})
+
+
 def bulk_spec(item_spec, key, required=()):
     """The module's spec: the single form's, with the list option ``key`` added and
     the options in ``required`` (required for one item) made optional at task level."""
@@ -73,10 +78,10 @@ def run(module, key, item_spec, converge, label, **constraints):
     validator = ArgumentSpecValidator(spec, **constraints)
     items = []
     for index, item in enumerate(module.params[key]):
-        where = "%s[%d]%s" % (key, index, " (%s)" % label(item) if isinstance(item, dict) and label(item) else "")
-        if not isinstance(item, dict):
-            module.fail_json(msg="%s: expected a mapping, got %r" % (where, item), changed=False, item_results=[])
-        unknown = sorted(set(item) - set(spec) - {alias for option in spec.values() for alias in option.get("aliases", [])})
+        # items are dicts: ansible-core's elements=dict check has refused anything else
+        name = label(item)
+        where = "%s[%d]%s" % (key, index, " (%s)" % name if name else "")
+        unknown = unknown_options(item, spec)
         if unknown:
             module.fail_json(msg="%s: unknown option%s %s; an item takes %s" % (
                 where, "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(sorted(spec))),

@@ -17,6 +17,8 @@ from urllib.parse import quote
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._bulk import unknown_options
+
 # Keys of an item that belong to the fleet, not to the module that converges it.
 FLEET_KEYS = {
     "account": {"users", "admin_user"},
@@ -76,7 +78,7 @@ def _validate(kind, where, item, spec):
     params = {k: copy.deepcopy(v) for k, v in item.items() if k not in FLEET_KEYS[kind]}
     item_spec, validator = spec
     result = validator.validate(params)
-    unknown = sorted(set(params) - set(item_spec) - {a for v in item_spec.values() for a in v.get("aliases", [])})
+    unknown = unknown_options(params, item_spec)
     if unknown:
         raise FleetError("%s: unknown option%s %s; %s takes %s" % (
             where, "s" if len(unknown) > 1 else "", ", ".join(unknown), _MODULES[kind],
