@@ -16,6 +16,7 @@ import json
 import os
 import ssl
 import sys
+import time
 import traceback
 
 from ansible.module_utils.basic import env_fallback, missing_required_lib
@@ -29,6 +30,8 @@ except ImportError:  # pragma: no cover - every supported Python has it
     asyncio = None
 
 NATS_PY = "nats-py"
+# the JetStream API error "JetStream not enabled for account"
+JS_NOT_ENABLED_FOR_ACCOUNT = 10039
 nats = None
 nats_errors = None
 _IMPORT_ERROR = None
@@ -150,10 +153,10 @@ class NatsClient(object):
     def _run(self, coro):
         return self._loop.run_until_complete(coro)
 
-    async def _connect(self):
+    def _options(self, servers):
         p = self.params
         options = dict(
-            servers=self.servers,
+            servers=servers,
             connect_timeout=self.timeout,
             allow_reconnect=False,
             max_reconnect_attempts=0,
@@ -177,11 +180,38 @@ class NatsClient(object):
             return None
 
         options["error_cb"] = quiet
+        return options
+
+    async def _connect(self):
         try:
-            return await asyncio.wait_for(nats.connect(**options), self.timeout + 1)
+            return await asyncio.wait_for(nats.connect(**self._options(self.servers)), self.timeout + 1)
         except Exception as exc:
             raise NatsClientError("cannot connect to %s: %s" % (", ".join(redact(s) for s in self.servers),
                                                                 _describe(exc)))
+
+    def register_account_everywhere(self):
+        """Connect once to each server in ``servers`` with this run's credentials.
+
+        A server that learns of an account only from its routes (a client of the
+        account connected to a peer first) holds a placeholder without the
+        account's JWT and without JetStream. When that server is the JetStream
+        meta leader, the account's API requests answer 10039 (JetStream not
+        enabled for account) until a client of the account connects to it
+        directly, which makes it load the JWT. Returns whether any server was
+        reached."""
+        return self._run(self._register_everywhere())
+
+    async def _register_everywhere(self):
+        reached = False
+        for server in dict.fromkeys(self.servers):
+            try:
+                nc = await asyncio.wait_for(nats.connect(**self._options([server])), self.timeout + 1)
+                await nc.flush(self.timeout)
+                await nc.close()
+                reached = True
+            except Exception:
+                pass  # a server that is down has no placeholder to replace; the retry reports what remains
+        return reached
 
     # -- requests --------------------------------------------------------------
 
@@ -369,6 +399,7 @@ class JetStream(object):
         else:
             self.prefix = "$JS.API"
         self.actions = []
+        self._registered = False
 
     def where(self):
         return "in domain %r" % self.domain if self.domain else (
@@ -385,6 +416,16 @@ class JetStream(object):
                                       "JetStream is enabled for the account" % (subject, self.where()))
             raise
         error = reply.get("error")
+        if error and error.get("err_code") == JS_NOT_ENABLED_FOR_ACCOUNT and not self._registered:
+            # see NatsClient.register_account_everywhere: once per API handle, then the same request again
+            self._registered = True
+            if self.client.register_account_everywhere():
+                for delay in (0.2, 0.5, 1.0):
+                    time.sleep(delay)
+                    reply = self.client.request_json(subject, body, timeout)
+                    error = reply.get("error")
+                    if not error or error.get("err_code") != JS_NOT_ENABLED_FOR_ACCOUNT:
+                        break
         if error:
             raise JetStreamError(subject, error.get("code"), error.get("err_code"), error.get("description", ""))
         return reply

@@ -32,3 +32,47 @@ def test_nats_py_loads_without_its_websocket_transport_unless_a_server_needs_it(
     websocket = subprocess.run([sys.executable, "-c", probe % (["ws://hub:8080"],)], capture_output=True, text=True,
                                check=True, env={"PYTHONPATH": ":".join(sys.path)})
     assert websocket.stdout.strip() == "True"
+
+
+class _PlaceholderClient(object):
+    """Answers 10039 until register_account_everywhere ran, as a meta leader holding a placeholder does."""
+
+    def __init__(self, heals=True):
+        self.heals = heals
+        self.registered = 0
+        self.requests = []
+
+    def register_account_everywhere(self):
+        self.registered += 1
+        return True
+
+    def request_json(self, subject, body=None, timeout=None):
+        self.requests.append(subject)
+        if self.registered and self.heals:
+            return {"ok": True}
+        return {"error": {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"}}
+
+
+def test_a_10039_makes_the_client_connect_to_every_server_once_and_ask_again(monkeypatch):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _nats_client as client_module
+    monkeypatch.setattr(client_module.time, "sleep", lambda _seconds: None)
+    client = _PlaceholderClient()
+    js = client_module.JetStream(client, domain="hub")
+    assert js.call("STREAM.INFO.x") == {"ok": True}
+    assert client.registered == 1 and client.requests == ["$JS.hub.API.STREAM.INFO.x"] * 2
+
+
+def test_an_account_without_jetstream_still_gets_10039_after_a_bounded_retry(monkeypatch):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _nats_client as client_module
+    monkeypatch.setattr(client_module.time, "sleep", lambda _seconds: None)
+    client = _PlaceholderClient(heals=False)
+    js = client_module.JetStream(client)
+    for _attempt in range(2):
+        try:
+            js.call("INFO")
+        except client_module.JetStreamError as exc:
+            assert exc.err_code == 10039
+        else:
+            raise AssertionError("no error")
+    # connects once per run, then each 10039 is final
+    assert client.registered == 1 and len(client.requests) == 5
