@@ -82,7 +82,7 @@ def main():
             print("round %d: %s (load %.1f)" % (i + 1, ", ".join(
                 "%s %.1f s" % (name, times[-1]) for name, times in runs.items() if times), loads[-1]), flush=True)
         if args.stages:
-            for tag in ("accounts", "servers", "push", "streams"):
+            for tag in ("accounts", "servers", "push", "streams", "spark"):
                 for name, collections in (("site", None), ("before", args.before)):
                     if name == "site" or collections:
                         stages.setdefault(tag, {})[name] = site(args.project, collections, tag)

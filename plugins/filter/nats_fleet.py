@@ -94,8 +94,14 @@ def nats_fleet_consumers(consumers, default_account, creds_dir, admins):
 
 @_filter
 def nats_fleet_contexts(domain_map, default_account, creds_dir, admins, system_account="SYS", system_user="sys",
-                        extra=None):
-    return _fleet.contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra)
+                        extra=None, context_dir=""):
+    return _fleet.contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra,
+                           context_dir)
+
+
+@_filter
+def nats_fleet_stale_files(files, states, mode="0600"):
+    return _fleet.stale_files(files, states, mode)
 
 
 class FilterModule(object):
@@ -103,4 +109,4 @@ class FilterModule(object):
         return {f.__name__: f for f in (
             nats_fleet_check, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes,
             nats_fleet_domains, nats_fleet_push_targets, nats_fleet_push_order, nats_fleet_stream_batches,
-            nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches)}
+            nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches, nats_fleet_stale_files)}

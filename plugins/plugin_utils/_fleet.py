@@ -12,6 +12,8 @@ on the controller, so a mistake in any item fails before the first change.
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 from urllib.parse import quote
 
@@ -368,9 +370,32 @@ def consumers(items, default_account, creds_dir, admins):
     return out
 
 
-def contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra=None):
+def contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra=None, context_dir=""):
     """nats CLI contexts: one per domain (its servers, the default account's admin user), ``sys``,
-    and any declared in ``extra`` ({name, domain, account, user, description})."""
+    and any declared in ``extra`` ({name, domain, account, user, description}). With ``context_dir``,
+    each also carries the ``path`` and ``content`` of its context file there."""
+    out = _contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra)
+    if context_dir:
+        for item in out:
+            item["path"] = "%s/%s.json" % (context_dir.rstrip("/"), item["name"])
+            # as to_nice_json writes it, so files written before read as current
+            item["content"] = json.dumps(dict((k, item[k]) for k in ("description", "url", "creds")),
+                                         indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
+    return out
+
+
+def stale_files(files, states, mode):
+    """The ``files`` ({path, content}) whose state on disk (``states``, in the same order: what the
+    nats_checksum lookup reports with details) differs in content or mode."""
+    stale = []
+    for item, state in zip(files, states):
+        wanted = hashlib.sha1(item["content"].encode("utf-8")).hexdigest()
+        if not state.get("exists") or state.get("checksum") != wanted or state.get("mode") != mode:
+            stale.append(item)
+    return stale
+
+
+def _contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra):
     out = []
     for domain, entry in sorted(domain_map.items()):
         if not domain or not entry["urls"] or default_account not in admins:

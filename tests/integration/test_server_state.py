@@ -35,3 +35,31 @@ def test_a_server_that_does_not_answer_and_a_missing_binary_are_reported_not_fai
     assert result["binary"]["rc"] == 127 and result["binary"]["mtime"] is None
     assert result["varz"] is None and result["varz_error"]
     assert result["files"] == {} and result["mtimes"] == {}
+
+
+def test_the_checksum_lookup_reads_bytes_and_reports_missing_files_with_details(tmp_path):
+    """What the role compares a pushed binary with, and the fleet play its nats contexts."""
+    import hashlib
+    import json as _json
+    from conftest import run_playbook
+    binary = tmp_path / "nats-server"
+    binary.write_bytes(b"\x7fELF\xff\xfe not text")
+    binary.chmod(0o755)
+    missing = tmp_path / "none"
+    out = run_playbook(tmp_path, """
+        - name: Read
+          ansible.builtin.copy:
+            content: "{{ {'plain': lookup('nats_edge.fleet.nats_checksum', '%s'),
+                          'details': query('nats_edge.fleet.nats_checksum', '%s', '%s', details=true)} | to_json }}"
+            dest: "%s"
+            mode: "0600"
+        - name: Refuse a missing file without details
+          ansible.builtin.debug:
+            msg: "{{ lookup('nats_edge.fleet.nats_checksum', '%s') }}"
+    """ % (binary, binary, missing, tmp_path / "out.json", missing))
+    text = out.stdout
+    assert out.returncode != 0 and "nats_checksum: cannot read %s" % missing in text, text[-2000:]
+    digest = hashlib.sha1(binary.read_bytes()).hexdigest()
+    found = _json.loads((tmp_path / "out.json").read_text())
+    assert found == {"plain": digest, "details": [{"exists": True, "checksum": digest, "mode": "0755"},
+                                                  {"exists": False}]}, found

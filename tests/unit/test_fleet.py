@@ -250,3 +250,22 @@ def test_the_lab_object_stores_pass_the_checks():
     assert _fleet.check(fleet["nats_accounts"], None, None, None, object_stores=spokes["nats_object_stores"],
                         object_fetch=spokes["nats_object_fetch"]) >= 2
     assert spokes["nats_object_stores"][0]["mirror"] == {"name": "fleet-files", "domain": "hub"}
+
+
+def test_context_files_read_as_to_nice_json_writes_them_and_only_differing_ones_are_stale():
+    import hashlib
+    import json as _json
+    domains = {"hub": {"urls": ["nats://h1:4222"]}}
+    files = _fleet.contexts(domains, "TEST", "/c", {"TEST": "leaf"}, "SYS", "sys", context_dir="/x/context/")
+    assert [f["path"] for f in files] == ["/x/context/hub.json", "/x/context/sys.json"]
+    item = files[0]
+    nice = _json.dumps({"description": item["description"], "url": item["url"], "creds": item["creds"]},
+                       sort_keys=True, indent=4, separators=(",", ": ")) + "\n"  # what to_nice_json writes
+    assert item["content"] == nice
+    current = {"exists": True, "checksum": hashlib.sha1(nice.encode()).hexdigest(), "mode": "0600"}
+    assert _fleet.stale_files([item], [current], "0600") == []
+    assert _fleet.stale_files([item], [dict(current, mode="0644")], "0600") == [item]
+    assert _fleet.stale_files([item], [dict(current, checksum="0" * 40)], "0600") == [item]
+    assert _fleet.stale_files([item], [{"exists": False}], "0600") == [item]
+    assert "path" not in _fleet.contexts(domains, "TEST", "/c", {"TEST": "leaf"}, "SYS", "sys")[0]
+
