@@ -268,4 +268,3 @@ def test_context_files_read_as_to_nice_json_writes_them_and_only_differing_ones_
     assert _fleet.stale_files([item], [dict(current, checksum="0" * 40)], "0600") == [item]
     assert _fleet.stale_files([item], [{"exists": False}], "0600") == [item]
     assert "path" not in _fleet.contexts(domains, "TEST", "/c", {"TEST": "leaf"}, "SYS", "sys")[0]
-
