@@ -24,24 +24,40 @@ def _leaf_users(hostvars, hosts, system_account, system_user):
     return found
 
 
-def nats_rotate_plan(accounts, hostvars, hosts, users="all", signing_keys=None, system_account="SYS",
-                     system_user="sys"):
-    """{"users": [declared nsc_user options plus account, key (ACCOUNT/user) and rotate], "signing": [declared account items],
-    "leaf_users": {"ACCOUNT/user": [hosts]}}.
+def _job_users(jobs, creds_dir):
+    """{"ACCOUNT/user": [host, ...]} of the Spark jobs whose creds are the store's (``<creds_dir>/ACCOUNT/user.creds``);
+    a job reading with creds from elsewhere is not the fleet's to rotate."""
+    prefix = str(creds_dir or "").rstrip("/") + "/"
+    found = {}
+    for host, src in sorted((jobs or {}).items()):
+        src = str(src or "")
+        key = src[len(prefix):-len(".creds")] if creds_dir and src.startswith(prefix) and src.endswith(".creds") else ""
+        if key.count("/") == 1:
+            found.setdefault(key, []).append(host)
+    return found
 
-    ``users`` is ``all`` (every user a leaf remote connects as), a list of ``ACCOUNT/user``, or empty.
-    The users returned are the leaf remotes' users (re-issued when due, so their renewal reaches the hosts
+
+def nats_rotate_plan(accounts, hostvars, hosts, users="all", signing_keys=None, system_account="SYS",
+                     system_user="sys", jobs=None, creds_dir=None):
+    """{"users": [declared nsc_user options plus account, key (ACCOUNT/user) and rotate], "signing": [declared account items],
+    "leaf_users": {"ACCOUNT/user": [hosts]}, "job_users": {"ACCOUNT/user": [hosts]}}.
+
+    ``users`` is ``all`` (every user a leaf remote or a Spark job connects as), a list of ``ACCOUNT/user``, or empty.
+    ``jobs`` maps the Spark job's hosts to their ``spark_job_creds_src``; those under ``creds_dir`` count.
+    The users returned are the leaf remotes' and jobs' users (re-issued when due, so their renewal reaches the hosts
     here too) and the selected ones, with ``rotate`` set on the selected."""
     declared = {}
     for account in accounts or []:
         for user in account.get("users") or []:
             declared["%s/%s" % (account["name"], user["name"])] = dict(user, account=account["name"])
+    job = _job_users(jobs, creds_dir)
     leaf = _leaf_users(hostvars, hosts, system_account, system_user)
+    on_hosts = set(leaf) | set(job)
     system = "%s/%s" % (system_account, system_user)
     if users in (None, "", "none"):
         users = []
     if users == "all":
-        selected = sorted(key for key in leaf if key != system)
+        selected = sorted(key for key in on_hosts if key != system and key in declared)
     elif isinstance(users, (list, tuple)):
         selected = []
         for i, key in enumerate(users):
@@ -69,9 +85,9 @@ def nats_rotate_plan(accounts, hostvars, hosts, users="all", signing_keys=None, 
                                      % (where, name))
         signing.append(by_name[name])
     out = []
-    for key in sorted(set(selected) | set(k for k in leaf if k in declared)):
+    for key in sorted(set(selected) | set(k for k in on_hosts if k in declared)):
         out.append(dict(declared[key], key=key, rotate=key in selected))
-    return dict(users=out, signing=signing, leaf_users=leaf)
+    return dict(users=out, signing=signing, leaf_users=leaf, job_users=job)
 
 
 def nats_rotate_moved(issued, signing=None):

@@ -37,6 +37,17 @@ def test_a_selection_rotates_only_its_users_and_still_issues_the_leaf_users():
     assert [u["rotate"] for u in plan([])["users"]] == [False, False]
 
 
+def test_the_spark_jobs_users_with_the_stores_creds_are_rotated_too():
+    jobs = {"hub1": "/f/creds/PLAIN/u.creds", "hub2": "/f/creds/PLAIN/u.creds", "hub3": "/elsewhere/PLAIN/u.creds",
+            "hub4": "", "hub5": "/f/creds/TEST/undeclared.creds"}
+    result = nats_rotate_plan(ACCOUNTS, HOSTVARS, HOSTS, "all", None, "SYS", "sys", jobs, "/f/creds/")
+    assert result["job_users"] == {"PLAIN/u": ["hub1", "hub2"], "TEST/undeclared": ["hub5"]}
+    assert [(u["key"], u["rotate"]) for u in result["users"]] == [
+        ("EDGE/link", True), ("PLAIN/u", True), ("TEST/leaf", True)]
+    # without the jobs (no spark_driver group) nothing changes
+    assert plan()["job_users"] == {}
+
+
 @pytest.mark.parametrize("users, message", [
     (["TEST"], "nats_fleet_rotate_users[0]: expected ACCOUNT/user"),
     (["TEST/nobody"], "nats_fleet_rotate_users[0]: no user 'TEST/nobody' in nats_accounts"),
