@@ -50,7 +50,6 @@ GROUP_VARS = {
         "nats_server_archive_base_url": "http://mirror:8080",
         "nats_server_limit_nofile": 16384,
         "nats_server_advertise_host": "{{ inventory_hostname }}",
-        "nats_server_memory_limit": "64MiB",
         "nats_server_jetstream_max_memory_store": "16MiB",
         "nats_server_jetstream_max_file_store": "256MiB",
         "nats_server_lame_duck_duration": "30s",
@@ -58,8 +57,11 @@ GROUP_VARS = {
         # the controller reaches the lab's hosts at their addresses on the lab network
         "nats_client_url": "nats://{{ lab_address }}:4222",
     },
-    "hub": {"nats_server_jetstream_domain": "hub", "nats_server_leafnodes_port": 7422},
-    "spokes": {"nats_server_jetstream_domain": "{{ inventory_hostname }}",
+    # The hub's heap grows with its leaf links (two per site): at 64 MiB and 30 sites its Go runtime spent
+    # its time collecting (3-6 s read loops), the links went stale and flapped, and no push got through.
+    "hub": {"nats_server_jetstream_domain": "hub", "nats_server_leafnodes_port": 7422, "nats_server_memory_limit": "1GiB"},
+    # the small-device profile is the edges'
+    "spokes": {"nats_server_jetstream_domain": "{{ inventory_hostname }}", "nats_server_memory_limit": "64MiB",
                "nats_server_leafnode_remotes": [{"hub_group": "hub", "system_account": True},
                                                 {"hub_group": "hub", "account": "EDGE", "user": "leaf"}],
                "nats_rollout_edge_batches": [1, "25%"], "nats_rollout_max_fail_percentage": 10},

@@ -282,19 +282,109 @@ def read_replies(replies):
     return results
 
 
-def push_account(client, account, token, timeout, expected=None):
-    """Send an account JWT to every resolver that listens, gather each answer
-    and read the JWT back. Returns (pushed, unconfirmed, read_back_ok)."""
-    replies = client.gather("$SYS.REQ.CLAIMS.UPDATE", token.encode(), timeout, expect=expected)
-    pushed = read_replies(replies)
-    unconfirmed = [result["server"] for result in pushed if not result["ok"]]
-    if expected and len(pushed) < expected:
-        unconfirmed += ["(%d of %d servers did not answer)" % (expected - len(pushed), expected)]
-    if not pushed:
-        unconfirmed.append("(no server answered)")
+# A claims update reaches the servers behind the hub through every leaf link,
+# and each server answers on its own: on a loaded controller and a large fleet
+# the answers trickle in, and a leaf link that was still connecting misses the
+# update entirely. So a round waits longer the more servers are expected, and
+# the update is sent again while some have not confirmed. Sending it again is
+# harmless: a server that holds the same JWT stores nothing and reloads
+# nothing (the resolver compares the file), so only the servers that missed it
+# take the account - one account per run as before, never several back to back.
+CONFIRM_PER_SERVER = 0.25  # seconds each expected server adds to a round's wait
+CONFIRM_MAX_WAIT = 120.0
+CONFIRM_ROUNDS = 3
+CONFIRM_PAUSE = 2.0  # before a further round, growing by this much each time
+
+
+def confirm_wait(timeout, expected):
+    """Seconds one round waits for confirmations: ``timeout`` for one server,
+    plus CONFIRM_PER_SERVER for each further one expected, at most
+    CONFIRM_MAX_WAIT (or ``timeout`` when that is longer)."""
+    extra = CONFIRM_PER_SERVER * max(0, (expected or 1) - 1)
+    return max(float(timeout), min(float(timeout) + extra, CONFIRM_MAX_WAIT))
+
+
+def confirm_rounds(expected):
+    """[(pause before, wait)] - how often a claims update is sent: once when the
+    number of servers is unknown (nothing to wait for), else up to
+    CONFIRM_ROUNDS times, pausing longer before each further round."""
+    if not expected:
+        return [0.0]
+    return [CONFIRM_PAUSE * number for number in range(CONFIRM_ROUNDS)]
+
+
+class Confirmations(object):
+    """The answers of every round to one account's claims update, by server:
+    a server has confirmed once any round brought its ``ok``."""
+
+    def __init__(self, expected=None):
+        self.expected = expected
+        self.latest = {}
+        self.confirmed = set()
+        self.unnamed = 0
+
+    def add(self, results):
+        unnamed = 0
+        for result in results:
+            if result["server"] == "?":
+                unnamed += 1
+                continue
+            self.latest[result["server"]] = result
+            if result["ok"]:
+                self.confirmed.add(result["server"])
+        self.unnamed = max(self.unnamed, unnamed)
+
+    def done(self):
+        if self.expected:
+            return len(self.confirmed) >= self.expected
+        return bool(self.confirmed) and len(self.confirmed) == len(self.latest) and not self.unnamed
+
+    def results(self):
+        """[{server, ok, message}], one per server, its confirming answer if any."""
+        return [dict(self.latest[name], ok=name in self.confirmed) for name in sorted(self.latest)]
+
+    def unconfirmed(self, reachable=()):
+        """Who never confirmed: servers that answered with an error (and their
+        message), servers that are up but never answered (from ``reachable``,
+        the names of servers found running), and how many of the expected
+        answered not at all."""
+        found = ["%s (%s)" % (name, self.latest[name].get("message") or "refused")
+                 for name in sorted(self.latest) if name not in self.confirmed]
+        silent = sorted(set(reachable) - set(self.latest))
+        found += ["%s (up, never answered)" % name for name in silent]
+        missing = (self.expected or 0) - len(self.latest) - len(silent)
+        if missing > 0:
+            found.append("(%d of %d servers never answered)" % (missing, self.expected))
+        if self.unnamed:
+            found.append("(%d answers could not be read)" % self.unnamed)
+        if not self.latest and not found:
+            found.append("(no server answered)")
+        return found
+
+
+def push_account(client, account, token, timeout, expected=None, sleep=time.sleep):
+    """Send an account JWT to every resolver that listens, again while servers
+    have not confirmed, and read the JWT back. Returns (pushed, unconfirmed,
+    read_back_ok)."""
+    answers = Confirmations(expected)
+    wait = confirm_wait(timeout, expected)
+    for pause in confirm_rounds(expected):
+        if answers.done():
+            break
+        sleep(pause)
+        answers.add(read_replies(client.gather("$SYS.REQ.CLAIMS.UPDATE", token.encode(), wait, expect=expected)))
+    reachable = ()
+    if not answers.done():
+        # name the servers that are up but silent: the leaf link or the resolver to look at
+        from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClientError
+        try:
+            reachable = [(reply.get("server") or {}).get("name") for reply in client.server_infos(system=True)]
+        except NatsClientError:
+            pass
+    unconfirmed = [] if answers.done() else answers.unconfirmed(name for name in reachable if name)
     returned = lookup(client, account, timeout)
     read_back = bool(returned) and jwt.same_claims(jwt.decode(returned, verify=False), jwt.decode(token, verify=False))
-    return pushed, unconfirmed, read_back
+    return answers.results(), unconfirmed, read_back
 
 
 def push_if_needed(params, public, token, check_mode, expected, result):
