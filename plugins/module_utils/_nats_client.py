@@ -183,8 +183,9 @@ class NatsClient(object):
         return options
 
     async def _connect(self):
+        options = self._options(self.servers)  # a bad creds or seed file is its own error, not a failed connect
         try:
-            return await asyncio.wait_for(nats.connect(**self._options(self.servers)), self.timeout + 1)
+            return await asyncio.wait_for(nats.connect(**options), self.timeout + 1)
         except Exception as exc:
             raise NatsClientError("cannot connect to %s: %s" % (", ".join(redact(s) for s in self.servers),
                                                                 _describe(exc)))
