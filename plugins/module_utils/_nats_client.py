@@ -182,10 +182,13 @@ class NatsClient(object):
         options["error_cb"] = quiet
         return options
 
+    async def _open(self, options):
+        return await asyncio.wait_for(nats.connect(**options), self.timeout + 1)
+
     async def _connect(self):
         options = self._options(self.servers)  # a bad creds or seed file is its own error, not a failed connect
         try:
-            return await asyncio.wait_for(nats.connect(**options), self.timeout + 1)
+            return await self._open(options)
         except Exception as exc:
             raise NatsClientError("cannot connect to %s: %s" % (", ".join(redact(s) for s in self.servers),
                                                                 _describe(exc)))
@@ -206,7 +209,7 @@ class NatsClient(object):
         reached = False
         for server in dict.fromkeys(self.servers):
             try:
-                nc = await asyncio.wait_for(nats.connect(**self._options([server])), self.timeout + 1)
+                nc = await self._open(self._options([server]))
                 await nc.flush(self.timeout)
                 await nc.close()
                 reached = True
