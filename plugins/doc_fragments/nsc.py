@@ -90,6 +90,21 @@ options:
             default: 0
 """
 
+    # nsc_account, nsc_user and nsc_export push through the same code.
+    PUSH_CONFIRM = r"""
+options:
+  expected_servers:
+    description:
+      - How many servers must confirm a push. Without it the module sends each JWT once, waits O(timeout) for
+        answers and needs at least one.
+      - With it, the module waits O(timeout) plus a quarter second for each further server expected (at most two
+        minutes) for the answers, and sends the JWT again, twice at most, while some have not confirmed (a leaf
+        link that was still connecting missed the first). Servers that already hold the JWT store nothing again.
+      - When servers still have not confirmed, the task fails naming the account, the servers that refused it,
+        those that are up but never answered, and how many never answered at all.
+    type: int
+"""
+
     # The same rules as USER_PERMISSIONS, for the account's default (the option names differ).
     DEFAULT_PERMISSIONS = r"""
 options:

@@ -24,6 +24,7 @@ extends_documentation_fragment:
   - nats_edge.fleet.nsc
   - nats_edge.fleet.nsc.default_permissions
   - nats_edge.fleet.connection
+  - nats_edge.fleet.nsc.push_confirm
 attributes:
   check_mode:
     support: full
@@ -131,16 +132,6 @@ options:
     description: Send the JWT to the resolver (see the description); needs the connection options.
     type: bool
     default: false
-  expected_servers:
-    description:
-      - How many servers must confirm a push. Without it the module sends the JWT once, waits O(timeout) for
-        answers and needs at least one.
-      - With it, the module waits O(timeout) plus a quarter second for each further server expected (at most two
-        minutes) for the answers, and sends the JWT again, twice at most, while some have not confirmed (a leaf
-        link that was still connecting missed the first). Servers that already hold the JWT store nothing again.
-      - When servers still have not confirmed, the task fails naming the account, the servers that refused it,
-        those that are up but never answered, and how many never answered at all.
-    type: int
 notes:
   - For O(push), O(creds) defaults to the system user's creds file in the store. Creds of a user of another
     account are refused before anything is sent.

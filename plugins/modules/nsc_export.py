@@ -27,6 +27,7 @@ author:
 extends_documentation_fragment:
   - nats_edge.fleet.nsc
   - nats_edge.fleet.connection
+  - nats_edge.fleet.nsc.push_confirm
 attributes:
   check_mode:
     support: full
@@ -165,9 +166,6 @@ options:
     description: Send the changed account JWTs to the resolver (see the description); needs the connection options.
     type: bool
     default: false
-  expected_servers:
-    description: How many servers must confirm a push; without it the module waits O(timeout) and needs one.
-    type: int
 notes:
   - For O(push), O(creds) defaults to the system user's creds file in the store. Creds of a user of another
     account are refused before anything is written or sent.

@@ -26,6 +26,7 @@ extends_documentation_fragment:
   - nats_edge.fleet.nsc
   - nats_edge.fleet.nsc.user_permissions
   - nats_edge.fleet.connection
+  - nats_edge.fleet.nsc.push_confirm
 attributes:
   check_mode:
     support: full
@@ -110,9 +111,6 @@ options:
         needs the connection options. A revocation takes effect on a server only once it has the account JWT.
     type: bool
     default: false
-  expected_servers:
-    description: How many servers must confirm a push. Without it the module waits O(timeout) for answers.
-    type: int
 notes:
   - For O(push), O(creds) defaults to the system user's creds file in the store; creds of a user of another
     account are refused before anything is written.
