@@ -49,12 +49,14 @@ options:
   accounts:
     description:
       - Accounts (public keys, as the server names them) whose leaf connections to reopen.
-      - Every account listed must have at least one leaf connection on the server.
+      - Every account listed must have at least one leaf connection on the server. A link that is down is
+        waited for (up to O(wait)), as it may be reconnecting, for example after a push that replaced its
+        account's signing keys.
     type: list
     elements: str
     required: true
   wait:
-    description: Seconds to wait for every closed link to come back.
+    description: Seconds to wait for a link that is down to come up, and again for every closed link to come back.
     type: int
     default: 60
 notes:
@@ -109,7 +111,7 @@ links:
       type: list
       elements: int
 seconds:
-  description: How long the links took to come back.
+  description: How long the links took to come back once closed (not counting the wait for a link that was down).
   returned: success
   type: float
 """
@@ -179,11 +181,18 @@ def leaf_links(client, accounts, server_id=None, remote_name=None):
 
 def reconnect(client, accounts, wait, server_id=None, remote_name=None):
     """Close the links of ``accounts`` and wait until each is back; (links, seconds)."""
-    before = leaf_links(client, accounts, server_id, remote_name)
-    missing = sorted(account for account, ids in before.items() if not ids)
-    if missing:
-        raise ReconnectError("no leaf connection bound to %s: a link that is down cannot be reopened, find why "
-                             "it is down first" % ", ".join(missing))
+    waiting = time.monotonic()
+    while True:
+        # a link that is down may be on its way back (its account was just pushed with new signing keys,
+        # or its hub restarted): it connects again with the creds file as it is now, and is waited for
+        before = leaf_links(client, accounts, server_id, remote_name)
+        missing = sorted(account for account, ids in before.items() if not ids)
+        if not missing:
+            break
+        if time.monotonic() - waiting > wait:
+            raise ReconnectError("no leaf connection bound to %s came up within %ss: a link that stays down cannot "
+                                 "be reopened, find why it is down first" % (", ".join(missing), wait))
+        time.sleep(0.5)
     started = time.monotonic()
     for ids in before.values():
         for sid, cid in ids:

@@ -5,6 +5,7 @@ reconnect with the new file only when the revocation closes the link."""
 import os
 import shutil
 import signal
+import threading
 import time
 
 from conftest import free_port, operator_mode_conf
@@ -27,6 +28,28 @@ def _replace(src, dest):
 
 def _ids(server):
     return [leaf.get("id") for leaf in server.get("leafz").get("leafs") or []]
+
+
+def _a_link_that_is_down_is_waited_for(module, base, hub, live, good, reconnect):
+    """A link that is down when the module starts (here: creds of an account the hub does not know) is
+    waited for, then reopened; one that stays down fails the task once the wait is over, naming it."""
+    module("nsc_account", dict(base, name="STRAY"))
+    stray = module("nsc_user", dict(base, account="STRAY", name="stray"))
+    _replace(stray["creds_file"], live)
+    failed = module("nats_leaf_reconnect", dict(reconnect, wait=3))
+    assert failed.get("failed") and "did not come back within 3s" in failed["msg"], failed
+    assert _ids(hub) == []
+    still_down = module("nats_leaf_reconnect", dict(reconnect, wait=2))
+    assert still_down.get("failed") and "came up within 2s" in still_down["msg"], still_down
+    assert reconnect["accounts"][0] in still_down["msg"]
+    fixed = threading.Timer(2.0, _replace, (good, live))
+    fixed.start()
+    try:
+        back = module("nats_leaf_reconnect", reconnect)
+    finally:
+        fixed.join()
+    assert back["changed"] and back["links"][0]["before"] and back["links"][0]["after"], back
+    hub.wait(lambda: len(_ids(hub)) == 1, 10)
 
 
 def test_a_replaced_creds_file_is_used_at_the_next_connect(nats_binary, start_server, module, tmp_path):
@@ -63,6 +86,7 @@ def test_a_replaced_creds_file_is_used_at_the_next_connect(nats_binary, start_se
         assert checked["changed"] and checked["links"][0]["after"] == [], checked
         done = module("nats_leaf_reconnect", reconnect)
         assert done["changed"] and done["links"][0]["before"] != done["links"][0]["after"], done
+        _a_link_that_is_down_is_waited_for(module, base, hub, live, rotated["creds_file"], reconnect)
         # the same from the hub's side, as for an edge server older than 2.12
         from_hub = module("nats_leaf_reconnect", dict(connection, servers=[hub_url], remote_name="edge",
                                                       accounts=[account["account_id"]], wait=20))
