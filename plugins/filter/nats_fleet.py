@@ -10,26 +10,11 @@ Each filter is a thin wrapper over ``plugin_utils._fleet`` that turns its
 
 from __future__ import annotations
 
-import functools
-
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _fleet
-from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain_call
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import filter_decorator
 
 
-def _filter(func=None, raw=()):
-    if func is None:
-        return functools.partial(_filter, raw=raw)
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return plain_call(func, args, kwargs, raw)
-        except _fleet.FleetError as exc:
-            raise AnsibleFilterError("nats fleet: %s" % exc)
-
-    return wrapper
+_filter = filter_decorator(_fleet.FleetError, "nats fleet")
 
 
 @_filter

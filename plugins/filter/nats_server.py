@@ -9,26 +9,11 @@ turns its ``ConfigError`` into an ``AnsibleFilterError`` naming the field.
 
 from __future__ import annotations
 
-import functools
-
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
-from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain_call
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import filter_decorator
 
 
-def _filter(func=None, raw=()):
-    if func is None:
-        return functools.partial(_filter, raw=raw)
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return plain_call(func, args, kwargs, raw)
-        except sc.ConfigError as exc:
-            raise AnsibleFilterError("nats_server: %s" % exc)
-
-    return wrapper
+_filter = filter_decorator(sc.ConfigError, "nats_server")
 
 
 @_filter

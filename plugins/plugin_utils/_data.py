@@ -12,6 +12,7 @@ lists once, at the boundary; each value is rendered as it is read.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 
@@ -31,3 +32,24 @@ def plain_call(func, args, kwargs, raw=()):
     args = [arg if name in raw else plain(arg) for name, arg in zip(names, args)] + [plain(a) for a in args[len(names):]]
     kwargs = {key: arg if key in raw else plain(arg) for key, arg in kwargs.items()}
     return func(*args, **kwargs)
+
+
+def filter_decorator(error, prefix):
+    """A decorator (``@deco`` or ``@deco(raw=("hostvars",))``) that calls a filter through
+    ``plain_call`` and reports ``error`` as an ``AnsibleFilterError`` starting with ``prefix``."""
+    from ansible.errors import AnsibleFilterError
+
+    def decorate(func=None, raw=()):
+        if func is None:
+            return functools.partial(decorate, raw=raw)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            try:
+                return plain_call(func, args, kwargs, raw)
+            except error as exc:
+                raise AnsibleFilterError("%s: %s" % (prefix, exc))
+
+        return wrapper
+
+    return decorate
