@@ -39,7 +39,8 @@ def _job_users(jobs, creds_dir):
 
 def nats_rotate_plan(accounts, hostvars, hosts, users="all", signing_keys=None, system_account="SYS",
                      system_user="sys", jobs=None, creds_dir=None):
-    """{"users": [declared nsc_user options plus account, key (ACCOUNT/user) and rotate], "signing": [declared account items],
+    """{"users": [declared nsc_user options plus account, key (ACCOUNT/user) and rotate],
+    "signing": [declared items of the accounts with a signing key, plus rotate (selected)],
     "leaf_users": {"ACCOUNT/user": [hosts]}, "job_users": {"ACCOUNT/user": [hosts]}}.
 
     ``users`` is ``all`` (every user a leaf remote or a Spark job connects as), a list of ``ACCOUNT/user``, or empty.
@@ -75,7 +76,7 @@ def nats_rotate_plan(accounts, hostvars, hosts, users="all", signing_keys=None, 
         raise AnsibleFilterError("nats rotate: nats_fleet_rotate_users: expected 'all' or a list of ACCOUNT/user, got %r"
                                  % (users,))
     by_name = dict((account["name"], account) for account in accounts or [])
-    signing = []
+    rotated = set()
     for i, name in enumerate(signing_keys or []):
         where = "nats_fleet_rotate_signing_keys[%d]" % i
         if name not in by_name:
@@ -83,7 +84,10 @@ def nats_rotate_plan(accounts, hostvars, hosts, users="all", signing_keys=None, 
         if not by_name[name].get("signing_key"):
             raise AnsibleFilterError("nats rotate: %s: account %r has no signing key (signing_key: true) to rotate"
                                      % (where, name))
-        signing.append(by_name[name])
+        rotated.add(name)
+    # every account with a signing key: a key an earlier run replaced may still wait to be retired
+    signing = [dict(account, rotate=account["name"] in rotated) for account in accounts or []
+               if account.get("signing_key")]
     out = []
     for key in sorted(set(selected) | set(k for k in on_hosts if k in declared)):
         out.append(dict(declared[key], key=key, rotate=key in selected))
@@ -91,20 +95,25 @@ def nats_rotate_plan(accounts, hostvars, hosts, users="all", signing_keys=None, 
 
 
 def nats_rotate_moved(issued, signing=None):
-    """{"moved": [...], "pending": [...]} as ``ACCOUNT/user``, from the registered results of the
-    nsc_user loop (``issued``) and the nsc_account loop with rotate_signing_key (``signing``): moved
-    users have new creds (new key, renewal, re-issue by a new signing key) or a replaced key not
-    revoked yet (``pending``, also from an earlier run that stopped before its revocation)."""
+    """{"moved": [...], "pending": [...], "retiring": {account: [signing keys]}}, users as ``ACCOUNT/user``,
+    from the registered results of the nsc_user loop (``issued``) and the nsc_account loop over the
+    accounts with a signing key (``signing``): moved users have new creds (new key, renewal, re-issue
+    by a new signing key) or a replaced key not revoked yet (``pending``), or belong to an account
+    whose replaced signing keys are not retired yet (``retiring``) - also from an earlier run that
+    stopped before its revocation."""
     moved, pending = set(), set()
+    retiring = {}
+    for result in (signing or {}).get("results") or []:
+        moved.update("%s/%s" % (result["item"]["name"], user) for user in result.get("reissued_users") or [])
+        if result.get("previous_signing_keys"):
+            retiring[result["item"]["name"]] = sorted(result["previous_signing_keys"])
     for result in (issued or {}).get("results") or []:
         key = "%s/%s" % (result["item"]["account"], result["item"]["name"])
-        if result.get("changed"):
+        if result.get("changed") or result["item"]["account"] in retiring:
             moved.add(key)
         if result.get("previous_keys"):
             pending.add(key)
-    for result in (signing or {}).get("results") or []:
-        moved.update("%s/%s" % (result["item"]["name"], user) for user in result.get("reissued_users") or [])
-    return dict(moved=sorted(moved | pending), pending=sorted(pending))
+    return dict(moved=sorted(moved | pending), pending=sorted(pending), retiring=retiring)
 
 
 def nats_rotate_links(remotes, credentials, creds_dir):

@@ -169,10 +169,12 @@ def diff(before, after):
 # keys
 
 
-def signer_of(store, claims, what):
+def signer_of(store, claims, what, retiring=()):
     """Seed to sign with: a signing key of ``claims`` whose seed the key store
-    holds, else the identity key. Returns (seed, via_signing_key)."""
-    for key in (claims.get("nats") or {}).get("signing_keys") or []:
+    holds, one that is not ``retiring`` (replaced by a rotation, kept until
+    retired) first, else the identity key. Returns (seed, via_signing_key)."""
+    keys = (claims.get("nats") or {}).get("signing_keys") or []
+    for key in [k for k in keys if k not in retiring] + [k for k in keys if k in retiring]:
         seed = store.read_seed(key)
         if seed:
             return seed, True
@@ -191,18 +193,27 @@ def system_account_name(store, operator_claims):
     return None
 
 
-def importers_of(store, account, public):
-    """'<importer> (<subject>)' for every import of another account in the
-    store that reads from ``public``."""
-    found = []
+def _imports_of_others(store, account):
+    """(account name, import claim) for every import of the store's accounts but ``account``."""
     for name in store.accounts():
         if name == account:
             continue
         _token, claims = store.read_account(name)
         for imp in ((claims or {}).get("nats") or {}).get("imports") or []:
-            if imp.get("account") == public:
-                found.append("%s (%s %s)" % (name, imp.get("type", "stream"), imp.get("subject")))
-    return found
+            yield name, imp
+
+
+def importers_of(store, account, public):
+    """'<importer> (<subject>)' for every import of another account in the
+    store that reads from ``public``."""
+    return ["%s (%s %s)" % (name, imp.get("type", "stream"), imp.get("subject"))
+            for name, imp in _imports_of_others(store, account) if imp.get("account") == public]
+
+
+def activations_by(store, account, keys):
+    """'<importer> (<subject>)' for every activation in another account of the store signed by one of ``keys``."""
+    return ["%s (%s)" % (name, imp.get("subject")) for name, imp in _imports_of_others(store, account)
+            if imp.get("token") and jwt.decode(imp["token"], verify=False).get("iss") in keys]
 
 
 def warn_loose_keys_dir(module, keys_dir):

@@ -176,6 +176,11 @@ class Store(object):
         nsc reads only the *.jwt files of this directory)."""
         return os.path.join(self.account_dir(account), "users", ".%s.previous-keys" % user)
 
+    def previous_signing_keys_path(self, account):
+        """Signing keys a rotation replaced, kept in the account JWT until they are retired (not an nsc
+        file: nsc reads only the *.jwt files of this directory)."""
+        return os.path.join(self.account_dir(account), ".previous-signing-keys")
+
     def creds_path(self, account, user):
         return os.path.join(self.keys_dir, "creds", self.operator, account, "%s.creds" % user)
 
@@ -249,14 +254,21 @@ class Store(object):
         return read_text(self.creds_path(account, user))
 
     def read_previous_keys(self, account, user):
-        text = read_text(self.previous_keys_path(account, user))
+        return self._read_keys(self.previous_keys_path(account, user))
+
+    def read_previous_signing_keys(self, account):
+        return self._read_keys(self.previous_signing_keys_path(account))
+
+    @staticmethod
+    def _read_keys(path):
+        text = read_text(path)
         if text is None:
             return []
         try:
             keys = json.loads(text)
         except ValueError:
-            raise StoreError("%s is not JSON" % self.previous_keys_path(account, user))
-        return [key for key in keys if isinstance(key, str)]
+            raise StoreError("%s is not JSON" % path)
+        return [key for key in keys if isinstance(key, str)] if isinstance(keys, list) else []
 
     @staticmethod
     def _decode(token, path):
@@ -339,7 +351,13 @@ class Store(object):
             shutil.rmtree(creds_dir)
 
     def write_previous_keys(self, account, user, keys):
-        path = self.previous_keys_path(account, user)
+        self._write_keys(self.previous_keys_path(account, user), keys)
+
+    def write_previous_signing_keys(self, account, keys):
+        self._write_keys(self.previous_signing_keys_path(account), keys)
+
+    @staticmethod
+    def _write_keys(path, keys):
         if keys:
             atomic_write(path, json.dumps(sorted(set(keys))))
         elif os.path.exists(path):

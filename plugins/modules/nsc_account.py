@@ -121,11 +121,25 @@ options:
     default: false
   rotate_signing_key:
     description:
-      - Replace the account's signing keys with a new one, and issue every user of the store that an old
-        signing key issued again with the new one (same key and permissions, new JWT and creds; RV(reissued_users)).
-      - Once the account is pushed, servers refuse users still signed by an old key, so copy the re-issued creds
-        to the hosts right after (the fleet play does). Not idempotent - every run with it rotates again.
-      - Needs O(signing_key=true).
+      - Add a new signing key to the account, which issues every user from then on, and issue every user of the
+        store that an older signing key issued again with it (same key and permissions, new JWT and creds;
+        RV(reissued_users)).
+      - The older keys stay in the account (RV(previous_signing_keys)), so the creds they issued keep working
+        while the re-issued ones travel to the hosts. Retire them (O(retire_signing_keys)) and push once nothing
+        uses them any more - M(nats_edge.fleet.nsc_export) signs the activations they signed again meanwhile.
+        The playbook C(nats_edge.fleet.rotate_creds) does all of this across the fleet.
+      - With O(retire_signing_keys) in the same run, the older keys go at once (a key that leaked); once pushed,
+        servers refuse every user they issued.
+      - Not idempotent - every run with it rotates again. Needs O(signing_key=true).
+    type: bool
+    default: false
+  retire_signing_keys:
+    description:
+      - Remove the signing keys a rotation replaced (RV(previous_signing_keys)) from the account. Once the account
+        is pushed, servers refuse the users and creds those keys issued; users of the store still issued by them
+        are issued again with the current key (RV(reissued_users)).
+      - Refused, changing nothing, while another account of the store holds an activation one of them signed.
+      - Nothing to do when no key is waiting to be retired. Needs O(signing_key=true).
     type: bool
     default: false
   push:
@@ -206,8 +220,18 @@ push_needed:
   returned: when push is true
   type: bool
 reissued_users:
-  description: Users issued again with the new signing key.
-  returned: when O(rotate_signing_key) is true
+  description: Users issued again with the current signing key.
+  returned: when O(rotate_signing_key) is true, or O(retire_signing_keys) retired a key
+  type: list
+  elements: str
+previous_signing_keys:
+  description: Signing keys a rotation replaced that are still in the account, waiting for O(retire_signing_keys).
+  returned: state is present
+  type: list
+  elements: str
+retired_signing_keys:
+  description: Signing keys this run removed from the account.
+  returned: when O(retire_signing_keys) is true
   type: list
   elements: str
 """
@@ -233,6 +257,7 @@ ARGUMENT_SPEC = dict(
     default_permissions=dict(type="dict", options=nsc.PERMISSIONS_OPTIONS),
     force=dict(type="bool", default=False),
     rotate_signing_key=dict(type="bool", default=False),
+    retire_signing_keys=dict(type="bool", default=False),
     push=dict(type="bool", default=False),
     expected_servers=dict(type="int"),
 )
@@ -257,14 +282,27 @@ def plan(module, store):
         new_seeds.append(seed)
         public = jwt.public_key(seed)
     signing = []
-    if p["rotate_signing_key"] and not p["signing_key"]:
-        raise StoreError("rotate_signing_key needs signing_key=true")
+    for option in ("rotate_signing_key", "retire_signing_keys"):
+        if p[option] and not p["signing_key"]:
+            raise StoreError("%s needs signing_key=true" % option)
+    previous = store.read_previous_signing_keys(name) if claims else []
     if p["signing_key"]:
         signing = [key for key in (claims or {}).get("nats", {}).get("signing_keys") or [] if store.read_seed(key)]
         if not signing or p["rotate_signing_key"]:
             seed = jwt.new_seed("account")
             new_seeds.append(seed)
-            signing = [jwt.public_key(seed)]
+            # the replaced keys stay in the account, so what they issued keeps working until retired
+            previous = sorted(set(previous) | set(signing))
+            signing = [jwt.public_key(seed)] + signing
+    previous = [key for key in previous if key in signing]
+    retired = []
+    if p["retire_signing_keys"] and previous:
+        retired, signing, previous = previous, [key for key in signing if key not in previous], []
+        blocked = nsc.activations_by(store, name, retired)
+        if blocked:
+            raise StoreError("cannot retire signing keys %s: the activations of %s were signed with them and would "
+                             "stop working; sign them again first (nsc_export, with the account's current signing "
+                             "key)" % (", ".join(retired), ", ".join(blocked)))
     desired = nsc.merged(claims, jwt.account_claims(
         name, public, jetstream=nsc.jetstream_limits(p["jetstream"]), limits=nsc.account_limits(p["limits"]),
         signing_keys=signing,
@@ -276,26 +314,33 @@ def plan(module, store):
         signer, _via_signing_key = nsc.signer_of(store, op_claims, "operator %r" % store.operator)
         token = jwt.encode(desired, signer)
         new_claims = jwt.decode(token, verify=False)
+    stored_previous = store.read_previous_signing_keys(name) if claims else []
+    changed = changed or sorted(previous) != sorted(stored_previous)
     result = dict(changed=changed, account_id=public, jwt=token, jwt_path=store.account_jwt_path(name),
-                  signing_keys=sorted(signing))
+                  signing_keys=sorted(signing), previous_signing_keys=sorted(previous))
     if module._diff:
         result["diff"] = nsc.diff(claims, new_claims)
-    if p["rotate_signing_key"]:
-        result["reissued_users"] = reissued(store, name, claims)
+    if p["rotate_signing_key"] or retired:
+        # every user an older key issued, issued again by the current one
+        result["reissued_users"] = reissued(store, name, claims, [key for key in signing if key not in previous])
+    if p["retire_signing_keys"]:
+        result["retired_signing_keys"] = sorted(retired)
     return result, token, op_claims, new_seeds
 
 
-def reissued(store, account, old_claims):
-    """The users an old signing key issued, to issue again with the new one (written later, by write_reissued)."""
-    old_keys = set(((old_claims or {}).get("nats") or {}).get("signing_keys") or [])
+def reissued(store, account, old_claims, current):
+    """The users a signing key other than ``current`` issued, to issue again with a current one (written
+    later, by write_reissued)."""
+    old_keys = set(((old_claims or {}).get("nats") or {}).get("signing_keys") or []) - set(current)
     return [user for user in store.users(account)
             if (store.read_user(account, user)[1] or {}).get("iss") in old_keys] if old_claims else []
 
 
-def write_reissued(store, account, users, new_claims, new_seeds):
-    """Issue ``users`` again with the account's (new) signing key: same claims, new JWT and creds."""
-    signing = (new_claims.get("nats") or {}).get("signing_keys") or []
-    signer = next(seed for seed in new_seeds if jwt.public_key(seed) in signing)
+def write_reissued(store, account, users, new_claims, new_seeds, previous):
+    """Issue ``users`` again with the account's current signing key: same claims, new JWT and creds."""
+    signing = [key for key in (new_claims.get("nats") or {}).get("signing_keys") or [] if key not in previous]
+    signer = next((seed for seed in new_seeds if jwt.public_key(seed) in signing), None)
+    signer = signer or next(store.read_seed(key) for key in signing if store.read_seed(key))
     for user in users:
         _token, claims = store.read_user(account, user)
         seed = store.read_seed(claims["sub"])
@@ -358,9 +403,10 @@ def converge(module):
                     store.write_seed(seed)
                 store.write_account(p["name"], token)
                 written = True
+                store.write_previous_signing_keys(p["name"], result["previous_signing_keys"])
                 if result.get("reissued_users"):
                     write_reissued(store, p["name"], result["reissued_users"], jwt.decode(token, verify=False),
-                                   new_seeds)
+                                   new_seeds, result["previous_signing_keys"])
             if p["push"]:
                 try:
                     if nsc.push_if_needed(push_with, result["account_id"], token, module.check_mode,

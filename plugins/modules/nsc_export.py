@@ -346,15 +346,17 @@ def edges_from(params, accounts):
 def activation_signer(store, accounts):
     def sign(exporter, export, importer_public, imp, current):
         claims = accounts[exporter]
-        seed, via_signing_key = nsc.signer_of(store, claims, "account %r" % exporter)
+        retiring = store.read_previous_signing_keys(exporter)
+        seed, via_signing_key = nsc.signer_of(store, claims, "account %r" % exporter, retiring)
         desired = graph.activation_claims(importer_public, export, imp, claims["sub"] if via_signing_key else None)
         if current:
             try:
                 existing = jwt.decode(current, verify=True)
             except jwt.JWTError:
                 existing = None
+            # an activation a replaced signing key signed is signed again, before that key is retired
             if existing and jwt.same_claims(nsc.body(existing), desired) and existing.get("iss") in (
-                    [claims["sub"]] + list(claims["nats"].get("signing_keys") or [])):
+                    [claims["sub"]] + [k for k in claims["nats"].get("signing_keys") or [] if k not in retiring]):
                 return current
         return jwt.encode(desired, seed)
     return sign

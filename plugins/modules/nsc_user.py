@@ -393,7 +393,8 @@ class Run(object):
         if p["revoke_previous"] and previous:
             self.revoke(previous)
             previous = []
-        signer, via_signing_key = nsc.signer_of(self.store, self.acc_claims, "account %r" % self.account)
+        retiring = self.store.read_previous_signing_keys(self.account)
+        signer, via_signing_key = nsc.signer_of(self.store, self.acc_claims, "account %r" % self.account, retiring)
         expires = expiry(p, self.claims if not new_seed else None, self.now, self.result)
         if p["expires"] is not None and expires is not None and expires <= self.now:
             self.module.warn("user %r of account %r: expires (%s) is already past; the user cannot connect" % (
@@ -404,7 +405,10 @@ class Run(object):
             bearer_token=p["bearer_token"], expires=expires)
         revoked_since = nsc.revoked_at(self.acc_claims, public)
         still_revoked = revoked_since is not None and (self.claims or {}).get("iat", 0) <= revoked_since
-        signing = new_seed is not None or not valid or still_revoked or nsc.needs_signing(self.claims, desired)
+        # a user a replaced signing key issued is issued again by the current one
+        on_retiring_key = bool(self.claims) and self.claims.get("iss") in retiring
+        signing = (new_seed is not None or not valid or still_revoked or on_retiring_key
+                   or nsc.needs_signing(self.claims, desired))
         token = self.token
         if signing:
             # one second after a revocation of this key, so the new JWT is not revoked with the old one

@@ -288,6 +288,8 @@ ROWS = [
      "not to the system account SYS"),
     ("account-rotate-without-signing-key", ACCOUNT, dict(name="OTHER", rotate_signing_key=True),
      "rotate_signing_key needs signing_key=true"),
+    ("account-retire-without-signing-key", ACCOUNT, dict(name="OTHER", retire_signing_keys=True),
+     "retire_signing_keys needs signing_key=true"),
     # -- nsc_export -----------------------------------------------------------------------------------------------
     ("export-unknown-account", EXPORT, dict(account="NOPE", name="e", subject="e.>"),
      "export 'e' of account 'NOPE': account 'NOPE' is not in the store"),

@@ -136,11 +136,40 @@ def test_a_rotated_key_works_at_every_moment_and_the_old_one_is_refused_at_the_e
 def test_an_account_signing_key_rotation_reissues_its_users(fleet, module, tmp_path):
     a, b = user(module, fleet, "a"), user(module, fleet, "b")
     old_a = keep(a["creds_file"], tmp_path, "a-old")
+    old_key = a["issuer"]
     rotated = module("nsc_account", dict(fleet["base"], name="APP", signing_key=True, rotate_signing_key=True,
                                          **fleet["push"]))
     assert rotated["changed"] and rotated["reissued_users"] == ["a", "b"], rotated
-    assert rotated["signing_keys"] != [a["issuer"]]
+    assert rotated["previous_signing_keys"] == [old_key], rotated
+    new_key, = set(rotated["signing_keys"]) - {old_key}
+    # both keys are in the account: the re-issued creds and the old ones work while the new travel to the hosts
     assert connects(fleet["url"], a["creds_file"]) and connects(fleet["url"], b["creds_file"])
-    assert not connects(fleet["url"], old_a)  # still signed by the removed key
+    assert connects(fleet["url"], old_a)
     steady = module("nsc_user", dict(fleet["base"], account="APP", name="a"))
-    assert not steady["changed"] and steady["issuer"] == rotated["signing_keys"][0], steady
+    assert not steady["changed"] and steady["issuer"] == new_key, steady
+    again = module("nsc_account", dict(fleet["base"], name="APP", signing_key=True, **fleet["push"]))
+    assert not again["changed"] and again["previous_signing_keys"] == [old_key], again
+    checked = module("nsc_account", dict(fleet["base"], name="APP", signing_key=True, retire_signing_keys=True,
+                                         **fleet["push"]), check_mode=True)
+    assert checked["changed"] and checked["retired_signing_keys"] == [old_key], checked
+    assert connects(fleet["url"], old_a)
+    retired = module("nsc_account", dict(fleet["base"], name="APP", signing_key=True, retire_signing_keys=True,
+                                         **fleet["push"]))
+    assert retired["changed"] and retired["retired_signing_keys"] == [old_key], retired
+    assert retired["signing_keys"] == [new_key] and retired["previous_signing_keys"] == []
+    assert retired["reissued_users"] == []
+    assert not connects(fleet["url"], old_a)  # signed by the retired key
+    assert connects(fleet["url"], a["creds_file"]) and connects(fleet["url"], b["creds_file"])
+    done = module("nsc_account", dict(fleet["base"], name="APP", signing_key=True, retire_signing_keys=True,
+                                      **fleet["push"]))
+    assert not done["changed"] and done["retired_signing_keys"] == [], done
+
+
+def test_a_leaked_signing_key_goes_at_once(fleet, module, tmp_path):
+    a = user(module, fleet, "a")
+    old_a = keep(a["creds_file"], tmp_path, "a-old")
+    replaced = module("nsc_account", dict(fleet["base"], name="APP", signing_key=True, rotate_signing_key=True,
+                                          retire_signing_keys=True, **fleet["push"]))
+    assert replaced["retired_signing_keys"] == [a["issuer"]] and replaced["reissued_users"] == ["a"], replaced
+    assert replaced["previous_signing_keys"] == [] and a["issuer"] not in replaced["signing_keys"]
+    assert not connects(fleet["url"], old_a) and connects(fleet["url"], a["creds_file"])

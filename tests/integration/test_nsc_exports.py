@@ -373,3 +373,27 @@ def test_bad_input_names_the_problem_and_leaves_the_store_alone(module, tmp_path
         failed = module("nsc_export", dict(base, **args))
         assert failed.get("failed") and message in failed["msg"], (args, failed)
     assert tree_hash(*roots) == before
+
+
+def test_a_replaced_signing_key_is_retired_only_once_its_activations_are_signed_again(module, tmp_path):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+    base, _operator, _creds = build_store(module, tmp_path, ["APP", "BILLING"])
+    quotes = dict(base, account="APP", name="quotes", subject="quote.request", type="service", public=False,
+                  importers=[{"account": "BILLING", "local_subject": "app.quote"}])
+    assert module("nsc_export", quotes)["changed"]
+    rotated = module("nsc_account", dict(base, name="APP", signing_key=True, jetstream=JS_LIMITS,
+                                         rotate_signing_key=True))
+    old_key, = rotated["previous_signing_keys"]
+    retire = dict(base, name="APP", signing_key=True, jetstream=JS_LIMITS, retire_signing_keys=True)
+    before = tree_hash(base["store_dir"], base["keys_dir"])
+    refused = module("nsc_account", retire)
+    assert refused.get("failed") and "BILLING (quote.request)" in refused["msg"] and old_key in refused["msg"], refused
+    assert tree_hash(base["store_dir"], base["keys_dir"]) == before
+    signed_again = module("nsc_export", quotes)
+    assert signed_again["changed"], signed_again
+    retired = module("nsc_account", retire)
+    assert retired["retired_signing_keys"] == [old_key], retired
+    with open("%s/fleet/accounts/BILLING/BILLING.jwt" % base["store_dir"]) as handle:
+        billing = jwt.decode(handle.read())
+    token = [i for i in billing["nats"]["imports"] if i["name"] == "quotes"][0]["token"]
+    assert jwt.decode(token)["iss"] == retired["signing_keys"][0]

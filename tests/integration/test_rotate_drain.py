@@ -2,6 +2,7 @@
 server, a client still on the old key stops the play (named, nothing revoked), a client
 on the new key does not, and the play goes on once the old one has gone."""
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -32,8 +33,8 @@ DRAIN = """
     _nats_server_monitor_url: http://127.0.0.1:{http}
     nats_server_http_port: {http}
     nats_fleet_wait_seconds: 2
-    _nats_fleet_rotate_moved: {{moved: [APP/orders], pending: [APP/orders]}}
-    _nats_fleet_rotate_issued: {{results: [{{item: {{key: APP/orders}}, previous_keys: {old}}}]}}
+    _nats_fleet_rotate_moved: {moved}
+    _nats_fleet_rotate_issued: {issued}
 """
 
 
@@ -59,6 +60,16 @@ def hold(url, *clients):
     return proc
 
 
+def drain(tmp_path, url, tasks, *clients):
+    """The drain tasks run while connections of ``clients`` (name, creds file) are open."""
+    held = hold(url, *clients)
+    try:
+        return run_playbook(tmp_path, tasks)
+    finally:
+        held.kill()
+        held.wait()
+
+
 def test_a_client_on_a_replaced_key_stops_the_revocation_and_is_named(server, module, tmp_path):
     first = module("nsc_user", dict(server["base"], account="APP", name="orders"))
     kept = str(tmp_path / "kept.creds")
@@ -66,14 +77,11 @@ def test_a_client_on_a_replaced_key_stops_the_revocation_and_is_named(server, mo
         dest.write(src.read())
     rotated = module("nsc_user", dict(server["base"], account="APP", name="orders", rotate=True))
     assert rotated["previous_keys"] == [first["user_public_key"]], rotated
-    tasks = DRAIN.format(http=server["http"], old=[first["user_public_key"]])
+    tasks = DRAIN.format(http=server["http"], moved=json.dumps(dict(moved=["APP/orders"], pending=["APP/orders"])),
+                         issued=json.dumps(dict(results=[dict(item=dict(key="APP/orders"),
+                                                              previous_keys=[first["user_public_key"]])])))
 
-    clients = hold(server["url"], ("orders-old", kept), ("orders-new", rotated["creds_file"]))
-    try:
-        stopped = run_playbook(tmp_path, tasks)
-    finally:
-        clients.kill()
-        clients.wait()
+    stopped = drain(tmp_path, server["url"], tasks, ("orders-old", kept), ("orders-new", rotated["creds_file"]))
     assert stopped.returncode != 0, stopped.stdout
     assert "1 connection(s) still authenticate with a key about to be revoked: orders-old from 127.0.0.1" in \
         " ".join(stopped.stdout.split()), stopped.stdout
@@ -83,10 +91,28 @@ def test_a_client_on_a_replaced_key_stops_the_revocation_and_is_named(server, mo
     still.kill()
     still.wait()
 
-    clients = hold(server["url"], ("orders-new", rotated["creds_file"]))
-    try:
-        passed = run_playbook(tmp_path, tasks)
-    finally:
-        clients.kill()
-        clients.wait()
+    passed = drain(tmp_path, server["url"], tasks, ("orders-new", rotated["creds_file"]))
+    assert passed.returncode == 0, passed.stdout
+
+
+def test_a_client_a_replaced_signing_key_issued_stops_its_retirement(server, module, tmp_path):
+    """The user's key is the same before and after: only the key that issued it tells the connections apart."""
+    push = dict(push=True, servers=[server["url"]], timeout=2.0)
+    assert not module("nsc_account", dict(server["base"], name="SIGNED", signing_key=True, **push)).get("failed")
+    first = module("nsc_user", dict(server["base"], account="SIGNED", name="orders"))
+    kept = str(tmp_path / "kept.creds")
+    with open(first["creds_file"]) as src, open(kept, "w") as dest:
+        dest.write(src.read())
+    rotated = module("nsc_account", dict(server["base"], name="SIGNED", signing_key=True, rotate_signing_key=True,
+                                         **push))
+    assert rotated["previous_signing_keys"] == [first["issuer"]], rotated
+    tasks = DRAIN.format(http=server["http"], issued=json.dumps(dict(results=[])), moved=json.dumps(dict(
+        moved=["SIGNED/orders"], pending=[], retiring=dict(SIGNED=rotated["previous_signing_keys"]))))
+
+    stopped = drain(tmp_path, server["url"], tasks, ("orders-old", kept), ("orders-new", first["creds_file"]))
+    assert stopped.returncode != 0, stopped.stdout
+    assert "1 connection(s) still authenticate with a key about to be revoked: orders-old from 127.0.0.1" in \
+        " ".join(stopped.stdout.split()), stopped.stdout
+
+    passed = drain(tmp_path, server["url"], tasks, ("orders-new", first["creds_file"]))
     assert passed.returncode == 0, passed.stdout

@@ -60,7 +60,9 @@ def test_a_bad_selection_names_the_item(users, message):
 
 
 def test_signing_key_rotation_needs_an_account_with_a_signing_key():
-    assert [a["name"] for a in plan([], ["EDGE"])["signing"]] == ["EDGE"]
+    assert [(a["name"], a["rotate"]) for a in plan([], ["EDGE"])["signing"]] == [("EDGE", True)]
+    # every account with a signing key is listed: an earlier run may have left a key to retire
+    assert [(a["name"], a["rotate"]) for a in plan([])["signing"]] == [("EDGE", False)]
     with pytest.raises(AnsibleFilterError, match="account 'PLAIN' has no signing key"):
         plan([], ["PLAIN"])
     with pytest.raises(AnsibleFilterError, match=r"nats_fleet_rotate_signing_keys\[0\]: no account 'NOPE'"):
@@ -76,8 +78,22 @@ def test_moved_users_are_those_with_new_creds_or_a_key_not_revoked_yet():
     ]}
     signing = {"results": [{"item": {"name": "EDGE"}, "reissued_users": ["link"]}]}
     assert nats_rotate_moved(issued, signing) == {
-        "moved": ["EDGE/left", "EDGE/link", "EDGE/renewed", "TEST/leaf"], "pending": ["EDGE/left", "TEST/leaf"]}
-    assert nats_rotate_moved({"results": []}, {"results": [], "skipped": True}) == {"moved": [], "pending": []}
+        "moved": ["EDGE/left", "EDGE/link", "EDGE/renewed", "TEST/leaf"], "pending": ["EDGE/left", "TEST/leaf"],
+        "retiring": {}}
+    assert nats_rotate_moved({"results": []}, {"results": [], "skipped": True}) == {
+        "moved": [], "pending": [], "retiring": {}}
+
+
+def test_the_users_of_an_account_whose_replaced_signing_key_waits_to_be_retired_move():
+    """A run that stopped after the new signing key: the next one moves (places, reopens) every user
+    of that account, even those it issued nothing new for, and retires the old key."""
+    issued = {"results": [
+        {"item": {"account": "EDGE", "name": "link"}, "changed": False, "previous_keys": []},
+        {"item": {"account": "TEST", "name": "leaf"}, "changed": False, "previous_keys": []},
+    ]}
+    signing = {"results": [{"item": {"name": "EDGE"}, "changed": False, "previous_signing_keys": ["AOLD"]}]}
+    assert nats_rotate_moved(issued, signing) == {"moved": ["EDGE/link"], "pending": [],
+                                                  "retiring": {"EDGE": ["AOLD"]}}
 
 
 def test_links_pair_each_remote_with_its_creds_file():
