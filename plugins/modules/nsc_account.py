@@ -285,7 +285,8 @@ def plan(module, store):
     for option in ("rotate_signing_key", "retire_signing_keys"):
         if p[option] and not p["signing_key"]:
             raise StoreError("%s needs signing_key=true" % option)
-    previous = store.read_previous_signing_keys(name) if claims else []
+    stored_previous = store.read_previous_signing_keys(name) if claims else []
+    previous = stored_previous
     if p["signing_key"]:
         signing = [key for key in (claims or {}).get("nats", {}).get("signing_keys") or [] if store.read_seed(key)]
         if not signing or p["rotate_signing_key"]:
@@ -314,7 +315,6 @@ def plan(module, store):
         signer, _via_signing_key = nsc.signer_of(store, op_claims, "operator %r" % store.operator)
         token = jwt.encode(desired, signer)
         new_claims = jwt.decode(token, verify=False)
-    stored_previous = store.read_previous_signing_keys(name) if claims else []
     changed = changed or sorted(previous) != sorted(stored_previous)
     result = dict(changed=changed, account_id=public, jwt=token, jwt_path=store.account_jwt_path(name),
                   signing_keys=sorted(signing), previous_signing_keys=sorted(previous))
@@ -336,11 +336,10 @@ def reissued(store, account, old_claims, current):
             if (store.read_user(account, user)[1] or {}).get("iss") in old_keys] if old_claims else []
 
 
-def write_reissued(store, account, users, new_claims, new_seeds, previous):
-    """Issue ``users`` again with the account's current signing key: same claims, new JWT and creds."""
-    signing = [key for key in (new_claims.get("nats") or {}).get("signing_keys") or [] if key not in previous]
-    signer = next((seed for seed in new_seeds if jwt.public_key(seed) in signing), None)
-    signer = signer or next(store.read_seed(key) for key in signing if store.read_seed(key))
+def write_reissued(store, account, users, new_claims, previous):
+    """Issue ``users`` again with the account's current signing key (its seed already in the key store):
+    same claims, new JWT and creds."""
+    signer, _via_signing_key = nsc.signer_of(store, new_claims, "account %r" % account, previous)
     for user in users:
         _token, claims = store.read_user(account, user)
         seed = store.read_seed(claims["sub"])
@@ -406,7 +405,7 @@ def converge(module):
                 store.write_previous_signing_keys(p["name"], result["previous_signing_keys"])
                 if result.get("reissued_users"):
                     write_reissued(store, p["name"], result["reissued_users"], jwt.decode(token, verify=False),
-                                   new_seeds, result["previous_signing_keys"])
+                                   result["previous_signing_keys"])
             if p["push"]:
                 try:
                     if nsc.push_if_needed(push_with, result["account_id"], token, module.check_mode,

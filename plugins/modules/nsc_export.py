@@ -344,9 +344,13 @@ def edges_from(params, accounts):
 
 
 def activation_signer(store, accounts):
+    retiring_by_account = {}
+
     def sign(exporter, export, importer_public, imp, current):
         claims = accounts[exporter]
-        retiring = store.read_previous_signing_keys(exporter)
+        if exporter not in retiring_by_account:
+            retiring_by_account[exporter] = store.read_previous_signing_keys(exporter)
+        retiring = retiring_by_account[exporter]
         seed, via_signing_key = nsc.signer_of(store, claims, "account %r" % exporter, retiring)
         desired = graph.activation_claims(importer_public, export, imp, claims["sub"] if via_signing_key else None)
         if current:
