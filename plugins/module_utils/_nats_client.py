@@ -32,6 +32,14 @@ except ImportError:  # pragma: no cover - every supported Python has it
 NATS_PY = "nats-py"
 # the JetStream API error "JetStream not enabled for account"
 JS_NOT_ENABLED_FOR_ACCOUNT = 10039
+# "error creating store for stream" (the cause is only in a server's log) and "stream name already in use"
+JS_STREAM_STORE_FAILED = 10049
+JS_STREAM_NAME_IN_USE = 10058
+# measured on 2.9.10 under load: a server that loads the account as the stream is assigned to it
+# can fail to make the account's store directory ("could not create storage directory ... no such
+# file or directory"); the meta leader then drops the assignment, and the same request a moment
+# later creates the stream. While it drops it, the name is still "in use".
+STORE_FAILED_RETRIES = (0.5, 1.0, 2.0, 4.0)
 nats = None
 nats_errors = None
 _IMPORT_ERROR = None
@@ -430,8 +438,21 @@ class JetStream(object):
                     error = reply.get("error")
                     if not error or error.get("err_code") != JS_NOT_ENABLED_FOR_ACCOUNT:
                         break
+        description = (error or {}).get("description", "")
+        if error and error.get("err_code") == JS_STREAM_STORE_FAILED and name.startswith("STREAM.CREATE."):
+            for delay in STORE_FAILED_RETRIES:
+                time.sleep(delay)
+                reply = self.client.request_json(subject, body, timeout)
+                error = reply.get("error")
+                if not error or error.get("err_code") not in (JS_STREAM_STORE_FAILED, JS_STREAM_NAME_IN_USE):
+                    break
+            description = (error or {}).get("description", "")
+            if error and error.get("err_code") in (JS_STREAM_STORE_FAILED, JS_STREAM_NAME_IN_USE):
+                description += " (%d tries over %gs: a server of the stream's placement could not create its " \
+                               "store, and its log says why)" % (len(STORE_FAILED_RETRIES) + 1,
+                                                                 sum(STORE_FAILED_RETRIES))
         if error:
-            raise JetStreamError(subject, error.get("code"), error.get("err_code"), error.get("description", ""))
+            raise JetStreamError(subject, error.get("code"), error.get("err_code"), description)
         return reply
 
     def change(self, name, body, check_mode):

@@ -76,3 +76,57 @@ def test_an_account_without_jetstream_still_gets_10039_after_a_bounded_retry(mon
             raise AssertionError("no error")
     # connects once per run, then each 10039 is final
     assert client.registered == 1 and len(client.requests) == 5
+
+
+class _StoreFailingClient(object):
+    """Answers a stream create with 10049 a number of times, then (while the meta leader drops the
+    failed assignment) 10058, then creates it: what 2.9.10 did under load."""
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.requests = []
+
+    def register_account_everywhere(self):
+        raise AssertionError("not a placeholder")
+
+    def request_json(self, subject, body=None, timeout=None):
+        self.requests.append(subject)
+        err_code = self.replies.pop(0) if self.replies else None
+        if err_code is None:
+            return {"config": body}
+        description = {10049: "error creating store for stream", 10058: "stream name already in use",
+                       10052: "stream not found"}[err_code]
+        return {"error": {"code": 500, "err_code": err_code, "description": description}}
+
+
+def test_a_stream_create_whose_store_failed_is_sent_again(monkeypatch):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _nats_client as client_module
+    slept = []
+    monkeypatch.setattr(client_module.time, "sleep", slept.append)
+    client = _StoreFailingClient([10049, 10058])
+    js = client_module.JetStream(client, domain="hub")
+    assert js.call("STREAM.CREATE.orders", {"name": "orders"}) == {"config": {"name": "orders"}}
+    assert client.requests == ["$JS.hub.API.STREAM.CREATE.orders"] * 3 and len(slept) == 2
+
+
+def test_a_store_that_keeps_failing_is_reported_with_its_tries(monkeypatch):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _nats_client as client_module
+    monkeypatch.setattr(client_module.time, "sleep", lambda _seconds: None)
+    client = _StoreFailingClient([10049] * 10)
+    try:
+        client_module.JetStream(client).call("STREAM.CREATE.orders", {"name": "orders"})
+    except client_module.JetStreamError as exc:
+        assert exc.err_code == 10049 and "5 tries" in str(exc) and "its log says why" in str(exc), str(exc)
+    else:
+        raise AssertionError("no error")
+    # another error after a retry is reported as it is; other requests are never sent again
+    client = _StoreFailingClient([10049, 10052])
+    try:
+        client_module.JetStream(client).call("STREAM.CREATE.orders", {"name": "orders"})
+    except client_module.JetStreamError as exc:
+        assert exc.err_code == 10052 and "tries" not in str(exc)
+    client = _StoreFailingClient([10049])
+    try:
+        client_module.JetStream(client).call("STREAM.UPDATE.orders", {"name": "orders"})
+    except client_module.JetStreamError as exc:
+        assert exc.err_code == 10049 and len(client.requests) == 1
