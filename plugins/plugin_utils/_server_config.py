@@ -265,6 +265,26 @@ def peer_urls(members, hostvars, scheme, port_var, default_port, self_name=None)
 # the config model
 
 
+def _advertise(value, port, var):
+    """``host:port`` that other servers are told to connect to: a bare host gets the
+    listener's port, a bare IPv6 address its brackets."""
+    value = str(value).strip()
+    if value.startswith("["):
+        match = re.match(r"^\[([0-9A-Fa-f:.]+)\](?::(\d+))?$", value)
+    elif value.count(":") > 1:
+        match = re.match(r"^([0-9A-Fa-f:.]+)()$", value)
+    else:
+        match = re.match(r"^([^\s:/\[\]]+)(?::(\d+))?$", value)
+    if not match:
+        raise ConfigError("%s: %r is not a host or host:port" % (var, value))
+    host, given = match.group(1), match.group(2)
+    if given:
+        if not 0 < int(given) < 65536:
+            raise ConfigError("%s: %r has no valid port" % (var, value))
+        port = int(given)
+    return "%s:%d" % ("[%s]" % host if ":" in host else host, port)
+
+
 def build_config(s):
     """The config model from the role's settings (a dict of its variables
     without the ``nats_server_`` prefix, plus resolved peers and profile)."""
@@ -308,6 +328,9 @@ def build_config(s):
     leafnodes = {}
     if s.get("leafnodes_port"):
         leafnodes["listen"] = "%s:%d" % (s.get("listen_host") or "0.0.0.0", _port(s, "leafnodes_port"))
+        if s.get("leafnodes_advertise"):
+            leafnodes["advertise"] = _advertise(s["leafnodes_advertise"], _port(s, "leafnodes_port"),
+                                                "nats_server_leafnodes_advertise")
     remotes = [_remote(s, remote, i) for i, remote in enumerate(s.get("leafnode_remotes") or [])]
     if remotes:
         leafnodes["remotes"] = remotes

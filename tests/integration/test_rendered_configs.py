@@ -1,5 +1,7 @@
 """Configs built by the role's filters, checked and run by real nats-servers on loopback."""
 
+import json
+import socket
 import subprocess
 
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
@@ -63,7 +65,8 @@ def test_the_server_rejects_what_the_role_must_catch(nats_binary, tmp_path):
 def test_hub_and_leaf_with_their_own_jetstream_domains(nats_binary, tmp_path, start_server):
     binary, version = nats_binary
     leaf_port = free_port()
-    hub, _dropped = model(tmp_path, version, name="hub", jetstream_domain="hub", leafnodes_port=leaf_port)
+    hub, _dropped = model(tmp_path, version, name="hub", jetstream_domain="hub", leafnodes_port=leaf_port,
+                          leafnodes_advertise="localhost")
     edge, _dropped = model(tmp_path, version, name="edge", jetstream_domain="edge",
                            leafnode_remotes=[{"url": "nats-leaf://127.0.0.1:%d" % leaf_port}])
     hub_server = start_server(binary, sc.render(hub), "hub", int(hub["http"].rsplit(":", 1)[1]))
@@ -74,13 +77,16 @@ def test_hub_and_leaf_with_their_own_jetstream_domains(nats_binary, tmp_path, st
     assert hub_server.wait(lambda: hub_server.get("healthz")["status"] == "ok")
     varz = edge_server.get("varz")
     assert varz["jetstream"]["config"]["max_memory"] == 256 * 1024**2
+    # what the hub tells its leaf nodes to reconnect to: the address given, at the listener's port
+    with socket.create_connection(("127.0.0.1", leaf_port), timeout=5) as conn:
+        first = conn.makefile("rb").readline().decode()
+    assert first.startswith("INFO ") and json.loads(first[5:])["leafnode_urls"] == ["localhost:%d" % leaf_port], first
 
 
 def test_operator_mode_with_the_full_resolver(nats_binary, tmp_path, start_server):
     """What the role renders in operator mode starts, serves the preloaded
     system account and takes an account pushed to its resolver."""
     import asyncio
-    import json
 
     import nats
 

@@ -266,3 +266,31 @@ def test_a_leaf_remote_on_the_system_account_must_be_asked_for():
     conf = sc.build_config(settings(system_account="ASYS", leafnode_remotes=[dict(remote, system_account=True)]))
     assert conf["leafnodes"]["remotes"][0]["account"] == "ASYS"
     assert "system_account" not in conf["leafnodes"]["remotes"][0]
+
+
+def test_a_hub_advertises_its_leaf_listener_at_the_address_given():
+    def advertised(value, port=7422):
+        return sc.build_config(settings(leafnodes_port=port, leafnodes_advertise=value))["leafnodes"].get("advertise")
+
+    assert advertised("hub-1") == "hub-1:7422"
+    assert advertised("hub-1.example.net:17422") == "hub-1.example.net:17422"
+    assert advertised("10.0.0.5", port=7423) == "10.0.0.5:7423"
+    assert advertised("fd00::5") == "[fd00::5]:7422"
+    assert advertised("[fd00::5]:7000") == "[fd00::5]:7000"
+    assert advertised("") is None
+    # a leaf node alone (no listener) advertises nothing
+    assert "leafnodes" not in sc.build_config(settings(leafnodes_advertise="hub-1"))
+    for bad in ("hub-1:0", "hub-1:99999", "hub 1", "hub-1:port", "[fd00::5", "nats-leaf://hub-1:7422"):
+        try:
+            advertised(bad)
+        except sc.ConfigError as exc:
+            assert "nats_server_leafnodes_advertise" in str(exc) and repr(bad) in str(exc), str(exc)
+        else:
+            raise AssertionError("accepted %r" % bad)
+
+
+def test_a_changed_leaf_advertise_restarts():
+    # server/reload.go: of the leaf node options only tls, compression and handshake_first reload
+    base = sc.build_config(settings(leafnodes_port=7422, leafnodes_advertise="hub-1"))
+    moved = sc.build_config(settings(leafnodes_port=7422, leafnodes_advertise="hub-1.example.net"))
+    assert sc.restart_fingerprint(base) != sc.restart_fingerprint(moved)
