@@ -124,11 +124,12 @@ def mirror(lab, work):
     sys.exit("bench_fleet: the mirror does not answer")
 
 
-def inventory(lab, work, play):
+def inventory(lab, work, play, hub_memory):
     _took, proc = run([LAB, "inventory", "--lab", lab, "--format", "json"])
     inv = json.loads(proc.stdout)
     children = inv["all"].setdefault("children", {})
-    for overrides in (GROUP_VARS, SERVERS_ONLY if play == "servers" else {}):
+    for overrides in (GROUP_VARS, SERVERS_ONLY if play == "servers" else {},
+                      {"hub": {"nats_server_memory_limit": hub_memory}}):
         for group, variables in overrides.items():
             target = inv["all"] if group == "all" else children.setdefault(group, {})
             target.setdefault("vars", {}).update(variables)
@@ -137,6 +138,18 @@ def inventory(lab, work, play):
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(inv, handle)
     return path
+
+
+def hub_memory(lab):
+    """The hub's resident memory in MB as its /varz reports it (None when it does not answer)."""
+    _took, proc = run(["podman", "exec", "%s-hub1" % lab, "python3", "-c", "import json, urllib.request; print(json.load("
+                       "urllib.request.urlopen('http://127.0.0.1:8222/varz', timeout=10))['mem'])"], check=False)
+    try:
+        megabytes = round(int(proc.stdout.strip()) / 1e6)
+    except ValueError:
+        return None
+    print("  hub /varz mem %.0f MB" % megabytes, file=sys.stderr, flush=True)
+    return megabytes
 
 
 def environment(args, work):
@@ -168,18 +181,20 @@ def measure(sites, args):
     try:
         with tempfile.TemporaryDirectory(prefix="bench-fleet-") as work:
             mirror(lab, work)
-            inv = inventory(lab, work, args.play)
+            inv = inventory(lab, work, args.play, args.hub_memory)
             env = environment(args, work)
             playbook = [os.path.join(BIN, "ansible-playbook"), "-i", inv]
             play = "nats_edge.fleet." + args.play
             row = {"sites": sites, "up": up, "forks": args.forks, "play": play}
             timed(row, "ping", [os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"], env)
             timed(row, "converge", playbook + [play], env)
+            row["hub MB converge"] = hub_memory(lab)
             if not args.skip_noop:
                 timed(row, "no-op", playbook + [play], env)
             report = os.path.join(work, "rollout.json")
             proc = timed(row, "rollout", playbook + ["nats_edge.fleet.rollout", "-e", json.dumps(
                 {"nats_server_version": VERSIONS[1], "nats_rollout_report_file": report})], env)
+            row["hub MB rollout"] = hub_memory(lab)
             with open(report, encoding="utf-8") as handle:
                 nodes = json.load(handle)["nodes"]
             row["restarted"] = sum(1 for node in nodes if node["restarted"] and node["after"] == VERSIONS[1])
@@ -207,20 +222,23 @@ def main():
     parser.add_argument("--play", choices=["site", "servers"], default="site",
                         help="site: the fleet play in operator mode; servers: the servers stage alone, no operator mode")
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--hub-memory", default="1GiB",
+                        help="the hub's nats_server_memory_limit (its heap grows with two leaf links per site)")
     args = parser.parse_args()
     rows = []
     print("%s, forks %d, fact cache %s, pipelining on" % (
         "nats_edge.fleet." + args.play, args.forks, "jsonfile" if args.fact_cache else "off"))
     print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s  %s" % (
         "sites", "up s", "ping s", "converge", "per site", "no-op", "rollout", "per site", "conv/ping", "roll/ping",
-        "load (mean/max) converge, rollout; node turn s (mean/max)"))
+        "load (mean/max) converge, rollout; node turn s (mean/max); hub MB after converge, rollout"))
     for sites in args.sites:
         row = measure(sites, args)
         rows.append(row)
-        print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f  %.1f/%.1f, %.1f/%.1f; %.1f/%.1f" % (
+        print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f  %.1f/%.1f, %.1f/%.1f; %.1f/%.1f; %s, %s" % (
             sites, row["up"], row["ping"], row["converge"], row["converge"] / sites, row.get("no-op", float("nan")), row["rollout"],
             row["rollout"] / sites, row["converge"] / row["ping"], row["rollout"] / row["ping"],
-            *row["load converge"], *row["load rollout"], sum(row["turn"]) / len(row["turn"]), max(row["turn"])), flush=True)
+            *row["load converge"], *row["load rollout"], sum(row["turn"]) / len(row["turn"]), max(row["turn"]),
+            row["hub MB converge"], row["hub MB rollout"]), flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
