@@ -101,8 +101,16 @@ def run(argv, env=None, check=True):
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     elapsed = time.monotonic() - started
     if check and proc.returncode != 0:
-        sys.exit("bench_fleet: %s failed (%d):\n%s\n%s" % (
-            " ".join(argv[:4]), proc.returncode, proc.stdout[-4000:], proc.stderr[-2000:]))
+        # the whole output is kept; what failed is printed (a recap of a hundred hosts hides it)
+        with tempfile.NamedTemporaryFile("w", prefix="bench-fleet-failed-", suffix=".log", delete=False) as log:
+            log.write(proc.stdout + "\n" + proc.stderr)
+        lines = proc.stdout.splitlines()
+        bad = ("fatal:", "failed:")
+        failed = [line for i, line in enumerate(lines) if line.startswith(bad) or (
+            line.startswith("TASK [") and any(later.startswith(bad) for later in lines[i + 1:i + 4]))]
+        sys.exit("bench_fleet: %s failed (%d); whole output in %s:\n%s\n%s" % (
+            " ".join(argv[:4]), proc.returncode, log.name, "\n".join(line[:600] for line in failed[:40]),
+            proc.stderr[-2000:]))
     return elapsed, proc
 
 
@@ -124,12 +132,17 @@ def mirror(lab, work):
     sys.exit("bench_fleet: the mirror does not answer")
 
 
-def inventory(lab, work, play, hub_memory):
+def inventory(lab, work, args):
     _took, proc = run([LAB, "inventory", "--lab", lab, "--format", "json"])
     inv = json.loads(proc.stdout)
     children = inv["all"].setdefault("children", {})
-    for overrides in (GROUP_VARS, SERVERS_ONLY if play == "servers" else {},
-                      {"hub": {"nats_server_memory_limit": hub_memory}}):
+    tuning = {"hub": {"nats_server_memory_limit": args.hub_memory}}
+    if args.leaf_compression:
+        tuning["hub"]["nats_server_extra_config"] = {"leafnodes": {"compression": args.leaf_compression}}
+        tuning["spokes"] = {"nats_server_leafnode_remotes": [
+            dict(remote, compression=args.leaf_compression)
+            for remote in (SERVERS_ONLY if args.play == "servers" else GROUP_VARS)["spokes"]["nats_server_leafnode_remotes"]]}
+    for overrides in (GROUP_VARS, SERVERS_ONLY if args.play == "servers" else {}, tuning):
         for group, variables in overrides.items():
             target = inv["all"] if group == "all" else children.setdefault(group, {})
             target.setdefault("vars", {}).update(variables)
@@ -181,7 +194,7 @@ def measure(sites, args):
     try:
         with tempfile.TemporaryDirectory(prefix="bench-fleet-") as work:
             mirror(lab, work)
-            inv = inventory(lab, work, args.play, args.hub_memory)
+            inv = inventory(lab, work, args)
             env = environment(args, work)
             playbook = [os.path.join(BIN, "ansible-playbook"), "-i", inv]
             play = "nats_edge.fleet." + args.play
@@ -222,12 +235,15 @@ def main():
     parser.add_argument("--play", choices=["site", "servers"], default="site",
                         help="site: the fleet play in operator mode; servers: the servers stage alone, no operator mode")
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--leaf-compression", help="leaf link compression at the hub and on every remote (e.g. off, "
+                        "s2_fast); nats-server's default s2_auto picks a stronger level as round trips grow")
     parser.add_argument("--hub-memory", default="1GiB",
                         help="the hub's nats_server_memory_limit (its heap grows with two leaf links per site)")
     args = parser.parse_args()
     rows = []
-    print("%s, forks %d, fact cache %s, pipelining on" % (
-        "nats_edge.fleet." + args.play, args.forks, "jsonfile" if args.fact_cache else "off"))
+    print("%s, forks %d, fact cache %s, pipelining on, hub memory %s, leaf compression %s" % (
+        "nats_edge.fleet." + args.play, args.forks, "jsonfile" if args.fact_cache else "off", args.hub_memory,
+        args.leaf_compression or "nats-server's default"))
     print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s  %s" % (
         "sites", "up s", "ping s", "converge", "per site", "no-op", "rollout", "per site", "conv/ping", "roll/ping",
         "load (mean/max) converge, rollout; node turn s (mean/max); hub MB after converge, rollout"))
