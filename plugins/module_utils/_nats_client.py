@@ -432,27 +432,28 @@ class JetStream(object):
             # see NatsClient.register_account_everywhere: once per API handle, then the same request again
             self._registered = True
             if self.client.register_account_everywhere():
-                for delay in (0.2, 0.5, 1.0):
-                    time.sleep(delay)
-                    reply = self.client.request_json(subject, body, timeout)
-                    error = reply.get("error")
-                    if not error or error.get("err_code") != JS_NOT_ENABLED_FOR_ACCOUNT:
-                        break
-        description = (error or {}).get("description", "")
-        if error and error.get("err_code") == JS_STREAM_STORE_FAILED and name.startswith("STREAM.CREATE."):
-            for delay in STORE_FAILED_RETRIES:
-                time.sleep(delay)
-                reply = self.client.request_json(subject, body, timeout)
+                reply = self._ask_again(subject, body, timeout, (0.2, 0.5, 1.0), (JS_NOT_ENABLED_FOR_ACCOUNT,))
                 error = reply.get("error")
-                if not error or error.get("err_code") not in (JS_STREAM_STORE_FAILED, JS_STREAM_NAME_IN_USE):
-                    break
-            description = (error or {}).get("description", "")
-            if error and error.get("err_code") in (JS_STREAM_STORE_FAILED, JS_STREAM_NAME_IN_USE):
-                description += " (%d tries over %gs: a server of the stream's placement could not create its " \
-                               "store, and its log says why)" % (len(STORE_FAILED_RETRIES) + 1,
-                                                                 sum(STORE_FAILED_RETRIES))
+        suffix = ""
+        if error and error.get("err_code") == JS_STREAM_STORE_FAILED and name.startswith("STREAM.CREATE."):
+            store_failed = (JS_STREAM_STORE_FAILED, JS_STREAM_NAME_IN_USE)
+            reply = self._ask_again(subject, body, timeout, STORE_FAILED_RETRIES, store_failed)
+            error = reply.get("error")
+            if error and error.get("err_code") in store_failed:
+                suffix = " (%d tries over %gs: a server of the stream's placement could not create its store, " \
+                         "and its log says why)" % (len(STORE_FAILED_RETRIES) + 1, sum(STORE_FAILED_RETRIES))
         if error:
-            raise JetStreamError(subject, error.get("code"), error.get("err_code"), description)
+            raise JetStreamError(subject, error.get("code"), error.get("err_code"),
+                                 error.get("description", "") + suffix)
+        return reply
+
+    def _ask_again(self, subject, body, timeout, delays, err_codes):
+        """The same request after each delay until its reply is not one of ``err_codes``; the last reply."""
+        for delay in delays:
+            time.sleep(delay)
+            reply = self.client.request_json(subject, body, timeout)
+            if (reply.get("error") or {}).get("err_code") not in err_codes:
+                break
         return reply
 
     def change(self, name, body, check_mode):
