@@ -70,11 +70,7 @@ def replication_rows(info, domain, inactive_after):
     """One row per mirror or source of the stream; ``inactive_after`` in nanoseconds."""
     config = info.get("config") or {}
     rows = []
-    entries = [("mirror", info.get("mirror") or (config.get("mirror") and dict(config["mirror"])))]
-    entries += [("source", s) for s in _sources(info, config)]
-    for kind, entry in entries:
-        if not entry:
-            continue
+    for kind, entry, _config in replication_entries(info):
         external = entry.get("external") or {}
         error = entry.get("error")
         active = entry.get("active")
@@ -92,10 +88,37 @@ def replication_rows(info, domain, inactive_after):
             seq=entry.get("seq"),
             error=_error_text(error),
             error_code=(error or {}).get("err_code"),
+            origin_last_seq=None,
+            origin_messages=None,
+            behind=None,
+            origin_error=None,
         )
         row["status"] = status_of(row, active, inactive_after)
         rows.append(row)
     return rows
+
+
+def replication_entries(info):
+    """``(kind, state, config)`` per mirror or source of a STREAM.INFO reply, in
+    the order of :func:`replication_rows`: the server's state merged over the
+    config entry, and the config entry alone (with its start sequence or time)."""
+    config = info.get("config") or {}
+    entries = []
+    mirror = config.get("mirror")
+    if info.get("mirror") or mirror:
+        entries.append(("mirror", info.get("mirror") or dict(mirror), mirror or {}))
+    configured = dict((_source_identity(s), s) for s in config.get("sources") or [])
+    for source in _sources(info, config):
+        entries.append(("source", source, configured.get(_source_identity(source), {})))
+    return entries
+
+
+def entry_filters(entry):
+    """The subjects a mirror or source takes from its origin; empty for all."""
+    transforms = entry.get("subject_transforms") or []
+    if transforms:
+        return [t.get("src") for t in transforms if t.get("src")]
+    return [entry["filter_subject"]] if entry.get("filter_subject") else []
 
 
 def _sources(info, config):
@@ -138,6 +161,43 @@ def _seconds(nanos):
     return round(nanos / 1e9, 3)
 
 
+def origin_gap(row, copy_state, origin_state, origin_has_matching=None, starts_late=False):
+    """How many messages a copy still misses, judged by its origin's state read
+    after the copy's own: ``None`` when the states cannot tell.
+
+    The server's own lag counts from the last message it delivered, so a mirror
+    or source created a moment ago shows lag 0 and a fresh ``active`` before its
+    first message arrives. An unfiltered mirror keeps its origin's sequences: it
+    misses whatever lies past its last sequence. A filtered mirror or a source
+    that has never stored anything misses what of the origin it takes
+    (``origin_has_matching``, for a filter); one that has stored something, or
+    one that starts at a later sequence or time (``starts_late``), is left to the
+    server's lag."""
+    copy_last = (copy_state or {}).get("last_seq", 0)
+    origin_last = (origin_state or {}).get("last_seq", 0)
+    origin_messages = (origin_state or {}).get("messages", 0)
+    if not origin_messages or origin_has_matching is False:
+        return 0
+    if row["kind"] == "mirror" and not row["filter"]:
+        return max(0, origin_last - copy_last)
+    if starts_late or copy_last:
+        return None
+    if row["filter"] and origin_has_matching is None:
+        return None
+    return origin_messages if not row["filter"] else 1
+
+
+def apply_origin(row, copy_state, origin_state, **how):
+    """Record the origin's state on a replication row and call a copy that still
+    misses messages lagging, however fresh the server says it is."""
+    row["origin_last_seq"] = (origin_state or {}).get("last_seq", 0)
+    row["origin_messages"] = (origin_state or {}).get("messages", 0)
+    row["behind"] = origin_gap(row, copy_state, origin_state, **how)
+    if row["behind"] and row["status"] == STATUS_OK:
+        row["status"] = STATUS_LAGGING
+    return row
+
+
 def status_of(row, active_nanos, inactive_after):
     if row["error"]:
         return STATUS_ERROR
@@ -174,7 +234,7 @@ def mark_stalled(first, second, first_streams=None, second_streams=None):
 
 
 def _key(row):
-    return (row["domain"], row["stream"], row["kind"], row["source_domain"], row["source"])
+    return (row["domain"], row["stream"], row["kind"], row["source_domain"], row["source"], row["filter"] or "")
 
 
 # -- text ----------------------------------------------------------------------------------------

@@ -58,6 +58,23 @@ options:
         accounts) looks like.
       - Unset, nothing is read twice.
     type: raw
+  compare_origins:
+    description:
+      - Also read the origin of every mirror and source the server reports as current, after the
+        copy itself, through the copy's external API prefix (else the copy's own domain), and give
+        status V(lagging) to a copy that has not reached it yet (RV(replication[].behind)).
+      - The server counts lag from the last message it delivered, so a mirror or source created a
+        moment ago shows lag 0 and a fresh C(active) before its first message arrives; this tells
+        it from one that is current. Use it to wait for new copies to fill.
+      - An unfiltered mirror is behind while its last sequence is below its origin's. A source, or a
+        filtered mirror, is behind while it has stored nothing and its origin holds messages it
+        takes; once it has stored something, the server's lag decides.
+      - A copy that looks behind is read once more after its origin, so the newest messages of a
+        busy origin, still in flight, do not hold it back.
+      - An origin that cannot be read (an API import that does not cover C(STREAM.INFO)) leaves the
+        status as the server gives it, with RV(replication[].origin_error).
+    type: bool
+    default: false
 notes:
   - A domain that does not answer is listed in RV(unanswered) with a warning; the module fails
     only when none answers. The key is not called C(unreachable), which Ansible would read as the host
@@ -92,6 +109,17 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that: js.replication | rejectattr('status', 'in', ['ok', 'lagging']) | list | length == 0
     fail_msg: "{{ js.replication | rejectattr('status', 'in', ['ok', 'lagging']) | list }}"
+
+- name: Wait until the copies just created hold what their origins hold
+  nats_edge.fleet.jetstream_info:
+    servers: nats://hub-1:4222
+    domain: spoke-1
+    streams: [recv-cnc]
+    compare_origins: true
+  register: copies
+  until: copies.replication | rejectattr('status', 'eq', 'ok') | list | length == 0
+  retries: 30
+  delay: 1
 
 - name: One stream, read through the JetStream API imported from another account
   nats_edge.fleet.jetstream_info:
@@ -204,6 +232,20 @@ replication:
     seq:
       description: Last origin sequence copied, where the server reports it.
       type: int
+    origin_last_seq:
+      description: Last sequence of the origin, with O(compare_origins); else null.
+      type: int
+    origin_messages:
+      description: Messages in the origin, with O(compare_origins); else null.
+      type: int
+    behind:
+      description:
+        - With O(compare_origins), the messages of the origin the copy still misses (for a filtered
+          copy, at least this many); null when the states cannot tell or without the option.
+      type: int
+    origin_error:
+      description: Why the origin could not be read, with O(compare_origins); else null.
+      type: str
     error:
       description: The server's error for this mirror or source, if any.
       type: str
@@ -243,7 +285,8 @@ unanswered:
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import (
-    LOCAL, domain_of, mark_stalled, render_dot, render_report, replication_rows, stream_row)
+    LOCAL, STATUS_OK, apply_origin, domain_of, entry_filters, mark_stalled, render_dot, render_report,
+    replication_entries, replication_rows, stream_row)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
@@ -255,6 +298,7 @@ ARGUMENT_SPEC = dict(
     streams=dict(type="list", elements="str"),
     inactive_after=dict(type="raw", default="10s"),
     recheck_after=dict(type="raw"),
+    compare_origins=dict(type="bool", default=False),
 )
 
 
@@ -263,7 +307,7 @@ class InfoFailure(Exception):
 
 
 def _key(row):
-    return (row["domain"], row["stream"], row["kind"], row["source_domain"], row["source"])
+    return (row["domain"], row["stream"], row["kind"], row["source_domain"], row["source"], row["filter"] or "")
 
 
 class DomainReader(object):
@@ -317,6 +361,7 @@ class Report(object):
         self.streams = []
         self.replication = []
         self.unanswered = []
+        self.origins = {}
 
     def collect(self, targets, wanted):
         for domain, api_prefix in targets:
@@ -334,6 +379,73 @@ class Report(object):
                 here = domain_of(info, domain)
                 self.streams.append(stream_row(info, here))
                 self.replication.extend(replication_rows(info, here, self.inactive_after))
+
+    def compare_origins(self):
+        """Read the origin of every mirror and source the server calls current,
+        after the copy itself, and call lagging what has not reached it yet.
+        A copy that looks behind is read once more, so a busy origin's newest
+        messages, still in flight, do not hold it back."""
+        behind = []
+        for reader in self.readers:
+            for info in reader.infos:
+                here = domain_of(info, reader.domain)
+                if self._compare(reader, info, self._rows_of(here, info)):
+                    behind.append((reader, here, info["config"]["name"]))
+        for reader, here, name in behind:
+            fresh = reader.info(name)
+            if fresh is None:
+                continue
+            rows = replication_rows(fresh, here, self.inactive_after)
+            self._compare(reader, fresh, rows)
+            self._replace(stream_row(fresh, here), rows)
+
+    def _rows_of(self, here, info):
+        name = info["config"]["name"]
+        return [r for r in self.replication if (r["domain"], r["stream"]) == (here, name)]
+
+    def _compare(self, reader, info, rows):
+        """Apply the origins' states to ``rows`` (in the order of the entries); True when one is behind."""
+        state = info.get("state") or {}
+        for row, (_kind, entry, config) in zip(rows, replication_entries(info)):
+            if row["status"] != STATUS_OK:
+                continue
+            filters = entry_filters(config) or entry_filters(entry)
+            origin, matching, error = self._origin(row["external_api"] or reader.js.prefix, row["source"], filters)
+            if error:
+                row["origin_error"] = error
+                continue
+            apply_origin(row, state, origin, origin_has_matching=matching,
+                         starts_late=bool(config.get("opt_start_seq") or config.get("opt_start_time")))
+        return any(row["behind"] for row in rows)
+
+    def _origin(self, api, name, filters):
+        """The origin's state, whether it holds messages the filters take, or an error; read once per run."""
+        key = (api, name, tuple(filters))
+        if key not in self.origins:
+            js = JetStream(self.client, api_prefix=api)
+            try:
+                state = js.call("STREAM.INFO.%s" % name).get("state") or {}
+                matching = None
+                if filters and state.get("messages"):
+                    matching = any((js.call("STREAM.INFO.%s" % name, {"subjects_filter": subject}).get("state")
+                                    or {}).get("subjects") for subject in filters)
+                self.origins[key] = (state, matching, None)
+            except (JetStreamError, NatsClientError) as exc:
+                self.origins[key] = (None, None, "origin %r %s: %s" % (name, js.where(), exc))
+        return self.origins[key]
+
+    def _replace(self, stream, rows):
+        """The stream's row and all its replication rows (two sources may share their key) read anew."""
+        where = (stream["domain"], stream["name"])
+        replication, placed = [], False
+        for row in self.replication:
+            if (row["domain"], row["stream"]) != where:
+                replication.append(row)
+            elif not placed:
+                replication.extend(rows)
+                placed = True
+        self.replication = replication
+        self.streams = [stream if (s["domain"], s["name"]) == where else s for s in self.streams]
 
     def recheck(self, delay):
         """Read the lagging streams again and mark what did not move as stalled."""
@@ -393,6 +505,8 @@ def main():
         with NatsClient(params) as client:
             report = Report(module, client, inactive_after)
             report.collect(targets, wanted)
+            if params["compare_origins"]:
+                report.compare_origins()
             if recheck_after is not None:
                 report.recheck(recheck_after)
     except InfoFailure as exc:

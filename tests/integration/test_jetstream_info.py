@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import time
 
-from conftest import jetstream, publish, run_playbook
+from conftest import free_port, jetstream, publish, run_playbook
 
 
 def build_replication(env):
@@ -135,3 +135,83 @@ def test_a_dead_domain_is_a_warning_and_the_play_goes_on(hub_and_leaf, tmp_path)
     """ % hub_and_leaf["hub"])
     assert proc.returncode == 0, proc.stdout
     assert "[WARNING]" in proc.stdout and "nowhere" in proc.stdout and "ok=2" in proc.stdout, proc.stdout
+
+
+def _two_accounts_conf(tmp_path, port, http):
+    """One server, domain ``hub``: account A holds ``origin`` and exports its JetStream API and
+    the delivery subjects ``deliver.open.>``; account B imports them under ``JS.A.API`` and has
+    no import of ``deliver.closed.>``, so a copy delivered there never receives a message."""
+    return "\n".join([
+        'server_name: "one"', 'listen: "127.0.0.1:%d"' % port, 'http: "127.0.0.1:%d"' % http,
+        'jetstream { store_dir: "%s", domain: "hub" }' % (tmp_path / "js"),
+        'accounts {',
+        '  A: { jetstream: enabled, users: [ { user: a, password: "a-pass-9231" } ],',
+        '       exports: [ { service: "$JS.API.>" }, { service: "$JS.FC.>" }, { stream: "deliver.open.>" } ] }',
+        '  B: { jetstream: enabled, users: [ { user: b, password: "b-pass-7713" } ],',
+        '       imports: [ { service: { account: A, subject: "$JS.API.>" }, to: "JS.A.API.>" },',
+        '                  { service: { account: A, subject: "$JS.FC.>" } },',
+        '                  { stream: { account: A, subject: "deliver.open.>" } } ] }',
+        '}',
+    ]) + "\n"
+
+
+def test_a_new_copy_is_lagging_until_it_holds_what_its_origin_holds(nats_binary, start_server, tmp_path, module):
+    """A mirror or source whose messages cannot arrive yet: the server reports lag 0 and a fresh
+    ``active`` for it; compare_origins reads the origin and calls it lagging."""
+    binary, version = nats_binary
+    port, http = free_port(), free_port()
+    server = start_server(binary, _two_accounts_conf(tmp_path, port, http), "accounts", http)
+    server.wait(lambda: server.get("healthz")["status"] == "ok")
+    as_a, as_b = ("nats://a:a-pass-9231@127.0.0.1:%d" % port, "nats://b:b-pass-7713@127.0.0.1:%d" % port)
+    with jetstream(as_a) as js:
+        js.call("STREAM.CREATE.origin", {"name": "origin", "subjects": ["origin.>"]})
+        js.call("STREAM.CREATE.empty", {"name": "empty", "subjects": ["empty.>"]})
+    publish(as_a, "origin.x", 5)
+
+    def external(deliver):
+        return {"api": "JS.A.API", "deliver": deliver}
+
+    with jetstream(as_b) as js:
+        js.call("STREAM.CREATE.blocked", {"name": "blocked", "mirror": {"name": "origin",
+                                                                        "external": external("deliver.closed")}})
+        js.call("STREAM.CREATE.blocked-src", {"name": "blocked-src", "sources": [
+            {"name": "origin", "external": external("deliver.closed")},
+            {"name": "origin", "filter_subject": "origin.none", "external": external("deliver.closed")}]})
+        js.call("STREAM.CREATE.copy-of-empty", {"name": "copy-of-empty", "mirror": {
+            "name": "empty", "external": external("deliver.closed")}})
+        js.call("STREAM.CREATE.open", {"name": "open", "mirror": {"name": "origin",
+                                                                  "external": external("deliver.open")}})
+    args = dict(servers=[as_b], domain="hub", inactive_after="1h")
+
+    # what the server says of the blocked mirror once it has set it up: current, nothing to copy
+    deadline = time.monotonic() + 20
+    while True:
+        plain = module("jetstream_info", dict(args, streams=["blocked"]))
+        if [(r["status"], r["lag"], r["behind"]) for r in plain["replication"]] == [("ok", 0, None)]:
+            break
+        assert time.monotonic() < deadline, plain["replication"]
+        time.sleep(0.2)
+    assert by_name(plain["streams"], name="blocked")[0]["messages"] == 0
+
+    deadline = time.monotonic() + 30
+    while True:
+        result = module("jetstream_info", dict(args, compare_origins=True))
+        assert not result.get("failed") and not result["changed"], result
+        rows = dict(((r["stream"], r["filter"]), r) for r in result["replication"])
+        if rows["open", None]["status"] == "ok":
+            break
+        assert time.monotonic() < deadline, "the open mirror did not catch up: %s" % result["report"]
+        time.sleep(0.5)
+    # 2.9 reports a source it never heard from as inactive (active -1), newer servers as just set up
+    source = [(("blocked-src", None), "inactive", None, None, None, None),
+              (("blocked-src", "origin.none"), "inactive", None, None, None, None)] if version.startswith("2.9.") else [
+        (("blocked-src", None), "lagging", 5, 5, 5, None),
+        # the filter takes nothing the origin holds: nothing to wait for
+        (("blocked-src", "origin.none"), "ok", 0, 5, 5, None)]
+    assert [(k, r["status"], r["behind"], r["origin_last_seq"], r["origin_messages"], r["origin_error"])
+            for k, r in sorted(rows.items(), key=lambda item: (item[0][0], item[0][1] or ""))] == [
+        (("blocked", None), "lagging", 5, 5, 5, None)] + source + [
+        (("copy-of-empty", None), "ok", 0, 0, 0, None),
+        (("open", None), "ok", 0, 5, 5, None),
+    ], result["replication"]
+    assert by_name(result["streams"], name="open")[0]["last_seq"] == 5

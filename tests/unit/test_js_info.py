@@ -70,7 +70,58 @@ def test_mirror_across_domains():
     assert rows == [{
         "stream": "recv-cnc", "domain": "leaf", "kind": "mirror", "source": "cnc", "source_domain": "hub",
         "external_api": "$JS.hub.API", "deliver_prefix": None, "filter": None, "lag": 0, "active": 0.554,
-        "seq": None, "error": None, "error_code": None, "status": "ok"}]
+        "seq": None, "error": None, "error_code": None, "origin_last_seq": None, "origin_messages": None,
+        "behind": None, "origin_error": None, "status": "ok"}]
+
+
+def _row(kind="mirror", flt=None, status="ok"):
+    return {"kind": kind, "filter": flt, "status": status}
+
+
+def test_a_new_mirror_is_behind_its_origin_until_it_has_its_last_sequence():
+    """The server says lag 0 and active now before the first message arrives."""
+    origin = {"messages": 3, "first_seq": 4, "last_seq": 6}
+    row = ji.apply_origin(_row(), {"messages": 0, "last_seq": 0}, origin)
+    assert (row["behind"], row["status"], row["origin_last_seq"], row["origin_messages"]) == (6, "lagging", 6, 3)
+    assert ji.origin_gap(_row(), {"last_seq": 5}, origin) == 1
+    assert ji.origin_gap(_row(), {"last_seq": 6}, origin) == 0
+    # copied past what the origin showed when read (messages kept arriving): caught up
+    assert ji.origin_gap(_row(), {"last_seq": 9}, origin) == 0
+    # an empty origin has nothing to wait for, whatever its sequences
+    assert ji.origin_gap(_row(), {"last_seq": 0}, {"messages": 0, "last_seq": 6}) == 0
+
+
+def test_a_source_or_filtered_copy_is_behind_only_while_it_has_nothing():
+    origin = {"messages": 4, "last_seq": 9}
+    assert ji.origin_gap(_row("source"), {"last_seq": 0}, origin) == 4
+    # it has received something: its own sequences say nothing about the origin's, the server's lag rules
+    assert ji.origin_gap(_row("source"), {"last_seq": 2}, origin) is None
+    # starting later than the origin's messages, it may rightly stay empty
+    assert ji.origin_gap(_row("source"), {"last_seq": 0}, origin, starts_late=True) is None
+    # filtered: behind only when the origin holds messages the filter takes
+    assert ji.origin_gap(_row("source", "test.a"), {"last_seq": 0}, origin, origin_has_matching=True) == 1
+    assert ji.origin_gap(_row("source", "test.a"), {"last_seq": 0}, origin, origin_has_matching=False) == 0
+    assert ji.origin_gap(_row("mirror", "test.a"), {"last_seq": 0}, origin, origin_has_matching=False) == 0
+    assert ji.origin_gap(_row("mirror", "test.a"), {"last_seq": 0}, origin) is None
+
+
+def test_the_origin_does_not_hide_a_worse_status():
+    row = ji.apply_origin(_row(status="inactive"), {"last_seq": 0}, {"messages": 1, "last_seq": 1})
+    assert (row["behind"], row["status"]) == (1, "inactive")
+    assert ji.apply_origin(_row(), {"last_seq": 1}, {"messages": 1, "last_seq": 1})["status"] == "ok"
+
+
+def test_replication_entries_pair_state_and_config_in_row_order():
+    info = copy.deepcopy(AGGREGATE)
+    info["config"]["sources"][0]["opt_start_seq"] = 7
+    info["config"]["sources"][1]["subject_transforms"] = [{"src": "a.>", "dest": "b.>"}]
+    entries = ji.replication_entries(info)
+    assert [(kind, state["name"], config.get("opt_start_seq")) for kind, state, config in entries] == [
+        ("source", "test", 7), ("source", "ghost", None)]
+    assert entries[0][1]["active"] == 527616434
+    assert [ji.entry_filters(config) for _kind, _state, config in entries] == [[], ["a.>"]]
+    assert ji.entry_filters({"filter_subject": "x.*"}) == ["x.*"]
+    assert [kind for kind, _s, _c in ji.replication_entries(RECV_CNC)] == ["mirror"]
 
 
 def test_sources_follow_the_config_order_and_show_a_domain_that_never_answered():
