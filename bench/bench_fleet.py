@@ -13,8 +13,11 @@ stage reaches every server through the hub). Then it times:
 - `no-op`: the same again, nothing to change;
 - `rollout`: `nats_edge.fleet.rollout` to 2.15.1 (hub first, then the edges in waves).
 
-and prints each with its time per site, its ratio to `ping`, and the load average while it ran (the
-machine is shared: the ratios are what compare). Options set forks and fact caching (`--forks`,
+and prints each with its time per site, its ratio to `ping`, the load average while it ran (the
+machine is shared: the ratios are what compare) and the CPU it cost per site: the controller's
+(`ansible-playbook` and its workers) and the whole machine's (controller, the lab's hosts, podman,
+from /proc/stat), with the share of the machine's cores that was busy. On a machine this size a
+step's time is its CPU over the cores, so the time per site stays flat while the CPU per site does. Options set forks and fact caching (`--forks`,
 `--fact-cache`) so the tuning is measured, not guessed. Needs root (podman).
 
     .venv/bin/python bench/bench_fleet.py --sites 10 30 100 --forks 50
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -94,6 +98,23 @@ class LoadAverage:
 
     def summary(self):
         return (sum(self.samples) / len(self.samples), max(self.samples)) if self.samples else (0.0, 0.0)
+
+
+CORES = os.cpu_count() or 1
+
+
+def busy_cpu_seconds():
+    """CPU seconds the whole machine has spent busy since boot (every field of /proc/stat's cpu line but
+    idle and iowait)."""
+    with open("/proc/stat", encoding="ascii") as handle:
+        fields = [int(field) for field in handle.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def controller_cpu_seconds():
+    """CPU seconds of the finished children of this process (ansible-playbook and its workers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run(argv, env=None, check=True):
@@ -178,11 +199,18 @@ def environment(args, work):
 def timed(row, name, argv, env):
     """Run one step, keeping its time and the load average while it ran (printed at once: a run cut short
     still leaves the steps it finished)."""
+    machine, controller = busy_cpu_seconds(), controller_cpu_seconds()
     with LoadAverage() as load:
         row[name], proc = run(argv, env=env)
     row["load " + name] = load.summary()
-    print("  %d sites: %s %.1f s (%.2f s per site), load %.1f/%.1f" % (
-        row["sites"], name, row[name], row[name] / row["sites"], *row["load " + name]), file=sys.stderr, flush=True)
+    row["cpu controller " + name] = controller_cpu_seconds() - controller
+    row["cpu machine " + name] = busy_cpu_seconds() - machine
+    row["busy " + name] = row["cpu machine " + name] / (row[name] * CORES)
+    sites = row["sites"]
+    print("  %d sites: %s %.1f s (%.2f s per site), load %.1f/%.1f; CPU per site: controller %.2f s, machine %.2f s; "
+          "%.0f%% of %d cores busy" % (
+              sites, name, row[name], row[name] / sites, *row["load " + name], row["cpu controller " + name] / sites,
+              row["cpu machine " + name] / sites, 100 * row["busy " + name], CORES), file=sys.stderr, flush=True)
     return proc
 
 
@@ -204,6 +232,8 @@ def measure(sites, args):
             row["hub MB converge"] = hub_memory(lab)
             if not args.skip_noop:
                 timed(row, "no-op", playbook + [play], env)
+            if args.skip_rollout:
+                return row
             report = os.path.join(work, "rollout.json")
             proc = timed(row, "rollout", playbook + ["nats_edge.fleet.rollout", "-e", json.dumps(
                 {"nats_server_version": VERSIONS[1], "nats_rollout_report_file": report})], env)
@@ -231,6 +261,7 @@ def main():
     parser.add_argument("--lab", default="%s-fleet" % (os.environ.get("FLEETLAB_PREFIX") or "bench"),
                         help="lab name prefix (one lab per N, removed after; default FLEETLAB_PREFIX-fleet)")
     parser.add_argument("--skip-noop", action="store_true", help="leave out the second, no-change converge")
+    parser.add_argument("--skip-rollout", action="store_true", help="leave out the rollout (converge only)")
     parser.add_argument("--keep", action="store_true", help="leave the labs up")
     parser.add_argument("--play", choices=["site", "servers"], default="site",
                         help="site: the fleet play in operator mode; servers: the servers stage alone, no operator mode")
@@ -246,15 +277,22 @@ def main():
         args.leaf_compression or "nats-server's default"))
     print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s  %s" % (
         "sites", "up s", "ping s", "converge", "per site", "no-op", "rollout", "per site", "conv/ping", "roll/ping",
-        "load (mean/max) converge, rollout; node turn s (mean/max); hub MB after converge, rollout"))
+        "CPU s per site (controller/machine) converge, rollout; load (mean/max) converge, rollout; "
+        "node turn s (mean/max); hub MB after converge, rollout"))
+    nan = float("nan")
     for sites in args.sites:
         row = measure(sites, args)
         rows.append(row)
-        print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f  %.1f/%.1f, %.1f/%.1f; %.1f/%.1f; %s, %s" % (
-            sites, row["up"], row["ping"], row["converge"], row["converge"] / sites, row.get("no-op", float("nan")), row["rollout"],
-            row["rollout"] / sites, row["converge"] / row["ping"], row["rollout"] / row["ping"],
-            *row["load converge"], *row["load rollout"], sum(row["turn"]) / len(row["turn"]), max(row["turn"]),
-            row["hub MB converge"], row["hub MB rollout"]), flush=True)
+        rollout = row.get("rollout", nan)
+        turn = row.get("turn") or [nan]
+        print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f  %.2f/%.2f, %.2f/%.2f; %.1f/%.1f, %.1f/%.1f; "
+              "%.1f/%.1f; %s, %s" % (
+                  sites, row["up"], row["ping"], row["converge"], row["converge"] / sites, row.get("no-op", nan),
+                  rollout, rollout / sites, row["converge"] / row["ping"], rollout / row["ping"],
+                  row["cpu controller converge"] / sites, row["cpu machine converge"] / sites,
+                  row.get("cpu controller rollout", nan) / sites, row.get("cpu machine rollout", nan) / sites,
+                  *row["load converge"], *row.get("load rollout", (nan, nan)), sum(turn) / len(turn), max(turn),
+                  row["hub MB converge"], row.get("hub MB rollout")), flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
