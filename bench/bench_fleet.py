@@ -190,6 +190,9 @@ def environment(args, work):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".collections"), ANSIBLE_FORKS=str(args.forks),
                ANSIBLE_TIMEOUT=str(args.timeout), ANSIBLE_PIPELINING="true", ANSIBLE_NOCOLOR="1", PATH=BIN + os.pathsep + os.environ["PATH"])
+    if args.control_persist:
+        # Ansible's own ssh_args with a longer-lived master: a host's next task reuses its connection
+        env["ANSIBLE_SSH_ARGS"] = "-C -o ControlMaster=auto -o ControlPersist=%s" % args.control_persist
     if args.fact_cache:
         env.update(ANSIBLE_CACHE_PLUGIN="jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=os.path.join(work, "facts"),
                    ANSIBLE_CACHE_PLUGIN_TIMEOUT="3600", ANSIBLE_GATHERING="smart")
@@ -261,6 +264,7 @@ def main():
     parser.add_argument("--lab", default="%s-fleet" % (os.environ.get("FLEETLAB_PREFIX") or "bench"),
                         help="lab name prefix (one lab per N, removed after; default FLEETLAB_PREFIX-fleet)")
     parser.add_argument("--skip-noop", action="store_true", help="leave out the second, no-change converge")
+    parser.add_argument("--control-persist", help="ssh ControlPersist for the runs (Ansible's default 60s), e.g. 30m")
     parser.add_argument("--skip-rollout", action="store_true", help="leave out the rollout (converge only)")
     parser.add_argument("--keep", action="store_true", help="leave the labs up")
     parser.add_argument("--play", choices=["site", "servers"], default="site",
@@ -272,9 +276,9 @@ def main():
                         help="the hub's nats_server_memory_limit (its heap grows with two leaf links per site)")
     args = parser.parse_args()
     rows = []
-    print("%s, forks %d, fact cache %s, pipelining on, hub memory %s, leaf compression %s" % (
+    print("%s, forks %d, fact cache %s, pipelining on, hub memory %s, leaf compression %s, ssh ControlPersist %s" % (
         "nats_edge.fleet." + args.play, args.forks, "jsonfile" if args.fact_cache else "off", args.hub_memory,
-        args.leaf_compression or "nats-server's default"))
+        args.leaf_compression or "nats-server's default", args.control_persist or "60s"))
     print("%6s %7s %7s %9s %8s %7s %8s %8s %9s %9s  %s" % (
         "sites", "up s", "ping s", "converge", "per site", "no-op", "rollout", "per site", "conv/ping", "roll/ping",
         "CPU s per site (controller/machine) converge, rollout; load (mean/max) converge, rollout; "
