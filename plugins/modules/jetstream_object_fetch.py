@@ -17,6 +17,9 @@ description:
   - Idempotent - when O(dest) already has the object's digest, only the object's metadata is read.
   - Run it on the host that needs the file (it needs nats-py there and a connection to the site's servers), or on
     the controller and copy the file to the host.
+  - A copy created or updated a moment ago may not hold every chunk of the object yet; the module then fails
+    saying so and writes nothing. Retry the task (O(ignore:until), as in the example) or wait first for the copy
+    with M(nats_edge.fleet.jetstream_info) and O(nats_edge.fleet.jetstream_info#module:compare_origins).
 author:
   - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
@@ -63,6 +66,11 @@ EXAMPLES = r"""
     name: gateway-2.4.1.bin
     dest: /var/lib/gateway/gateway-2.4.1.bin
     mode: "0640"
+  # a copy still filling fails with "N of its M chunks are there": try again
+  register: firmware
+  until: firmware is succeeded
+  retries: 10
+  delay: 3
 """
 
 RETURN = r"""
