@@ -20,6 +20,8 @@ _ORDER = ("delete", "update", "promote", "recreate", "create")
 _ENVELOPE = ("type", "total", "offset", "limit", "did_create")
 _DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
 _AUTH = ("creds", "nkey_seed", "user", "password", "token")
+# seconds to wait for a further reply when the servers that answered at first cannot hold a placement
+LATE_REPLIES = 2.0
 
 
 class StreamManager(object):
@@ -74,12 +76,23 @@ class StreamManager(object):
             self.module.warn("placement of stream%s %s not checked before sending: %s" % (
                 "s" if len(todo) > 1 else "", ", ".join(repr(d.name) for d, _p in todo), source))
             return
+        problem = self._placement_problem(todo, servers, unique_tag, source)
+        if problem and self.module.params.get("placement_servers") is None:
+            # a loaded server may answer after the others fell silent and go uncounted: listen longer before refusing
+            servers, unique_tag, source = self.placement_servers(client, idle=LATE_REPLIES)
+            if servers is not None:
+                problem = self._placement_problem(todo, servers, unique_tag, source)
+        if problem:
+            raise js_stream.StreamError(problem)
+
+    def _placement_problem(self, todo, servers, unique_tag, source):
         for desired, plan in todo:
             problem = js_placement.check(desired.name, self.js.where(), plan.after, servers, unique_tag, source)
             if problem:
-                raise js_stream.StreamError(problem)
+                return problem
+        return None
 
-    def placement_servers(self, client):
+    def placement_servers(self, client, idle=0.5):
         """(servers, unique tag prefix, where they come from); servers None when nothing says."""
         params = self.module.params
         if params.get("placement_servers") is not None:
@@ -101,9 +114,9 @@ class StreamManager(object):
                 sys_params = dict((k, v) for k, v in params.items() if k not in _AUTH)
                 sys_params["creds"] = params["system_creds"]
                 with NatsClient(sys_params) as sys_client:
-                    replies = sys_client.server_infos(domain, system=True)
+                    replies = sys_client.server_infos(domain, system=True, idle=idle)
             else:
-                replies = client.server_infos(domain)
+                replies = client.server_infos(domain, idle=idle)
         except NatsClientError as exc:
             if system:
                 raise js_stream.StreamError("system_creds: %s" % exc)
