@@ -214,11 +214,11 @@ def mark_stalled(first, second, first_streams=None, second_streams=None):
 
     Progress is the source's own sequence where the server reports it (2.10 and
     newer), else the last sequence of the receiving stream."""
-    before = dict((_key(r), r) for r in first)
+    before = dict((row_key(r), r) for r in first)
     last_before = dict(((s["domain"], s["name"]), s["last_seq"]) for s in first_streams or [])
     last_after = dict(((s["domain"], s["name"]), s["last_seq"]) for s in second_streams or [])
     for row in second:
-        old = before.get(_key(row))
+        old = before.get(row_key(row))
         if not old or not row["lag"] or not old["lag"] or row["status"] == STATUS_ERROR:
             continue
         if row["lag"] < old["lag"]:
@@ -233,7 +233,8 @@ def mark_stalled(first, second, first_streams=None, second_streams=None):
     return second
 
 
-def _key(row):
+def row_key(row):
+    """What tells one replication row from another: two sources of one origin differ by their filter."""
     return (row["domain"], row["stream"], row["kind"], row["source_domain"], row["source"], row["filter"] or "")
 
 
@@ -386,7 +387,7 @@ def render_dot(streams, replication):
             lines.append("    %s [label=%s%s];" % (_quote("%s/%s" % (domain, name)), _quote(
                 _node_label(known.get((domain, name))) or name), style))
         lines.append("  }")
-    for row in sorted(replication, key=_key):
+    for row in sorted(replication, key=row_key):
         label = row["kind"]
         if row["filter"]:
             label += ": %s" % row["filter"]

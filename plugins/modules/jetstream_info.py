@@ -286,7 +286,7 @@ import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import (
     LOCAL, STATUS_OK, apply_origin, domain_of, entry_filters, mark_stalled, render_dot, render_report,
-    replication_entries, replication_rows, stream_row)
+    replication_entries, replication_rows, row_key, stream_row)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
@@ -304,10 +304,6 @@ ARGUMENT_SPEC = dict(
 
 class InfoFailure(Exception):
     pass
-
-
-def _key(row):
-    return (row["domain"], row["stream"], row["kind"], row["source_domain"], row["source"], row["filter"] or "")
 
 
 class DomainReader(object):
@@ -391,13 +387,16 @@ class Report(object):
                 here = domain_of(info, reader.domain)
                 if self._compare(reader, info, self._rows_of(here, info)):
                     behind.append((reader, here, info["config"]["name"]))
+        streams, rows = [], []
         for reader, here, name in behind:
             fresh = reader.info(name)
             if fresh is None:
                 continue
-            rows = replication_rows(fresh, here, self.inactive_after)
-            self._compare(reader, fresh, rows)
-            self._replace(stream_row(fresh, here), rows)
+            fresh_rows = replication_rows(fresh, here, self.inactive_after)
+            self._compare(reader, fresh, fresh_rows)
+            streams.append(stream_row(fresh, here))
+            rows.extend(fresh_rows)
+        self._replace(streams, rows)
 
     def _rows_of(self, here, info):
         name = info["config"]["name"]
@@ -434,18 +433,12 @@ class Report(object):
                 self.origins[key] = (None, None, "origin %r %s: %s" % (name, js.where(), exc))
         return self.origins[key]
 
-    def _replace(self, stream, rows):
-        """The stream's row and all its replication rows (two sources may share their key) read anew."""
-        where = (stream["domain"], stream["name"])
-        replication, placed = [], False
-        for row in self.replication:
-            if (row["domain"], row["stream"]) != where:
-                replication.append(row)
-            elif not placed:
-                replication.extend(rows)
-                placed = True
-        self.replication = replication
-        self.streams = [stream if (s["domain"], s["name"]) == where else s for s in self.streams]
+    def _replace(self, streams, rows):
+        """Streams and replication rows read anew take the places of the ones they repeat."""
+        fresh_rows = dict((row_key(r), r) for r in rows)
+        self.replication = [fresh_rows.get(row_key(r), r) for r in self.replication]
+        fresh_streams = dict(((s["domain"], s["name"]), s) for s in streams)
+        self.streams = [fresh_streams.get((s["domain"], s["name"]), s) for s in self.streams]
 
     def recheck(self, delay):
         """Read the lagging streams again and mark what did not move as stalled."""
@@ -463,10 +456,7 @@ class Report(object):
                         streams.append(stream_row(fresh, here))
                         rows.extend(replication_rows(fresh, here, self.inactive_after))
         mark_stalled(self.replication, rows, self.streams, streams)
-        fresh_rows = dict((_key(r), r) for r in rows)
-        self.replication = [fresh_rows.get(_key(r), r) for r in self.replication]
-        fresh_streams = dict(((s["domain"], s["name"]), s) for s in streams)
-        self.streams = [fresh_streams.get((s["domain"], s["name"]), s) for s in self.streams]
+        self._replace(streams, rows)
 
     def result(self):
         domains = [reader.label() for reader in self.readers]
