@@ -20,8 +20,10 @@ _ORDER = ("delete", "update", "promote", "recreate", "create")
 _ENVELOPE = ("type", "total", "offset", "limit", "did_create")
 _DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
 _AUTH = ("creds", "nkey_seed", "user", "password", "token")
-# seconds to wait for a further reply when the servers that answered at first cannot hold a placement
+# when the servers that answered cannot hold a placement: seconds to wait for a further reply, and how
+# many times to ask again (the servers heard in any round count, each once)
 LATE_REPLIES = 2.0
+LATE_ROUNDS = 3
 
 
 class StreamManager(object):
@@ -71,15 +73,19 @@ class StreamManager(object):
                     plan.after)]
         if not todo:
             return
-        servers, unique_tag, source = self.placement_servers(client)
+        heard = []
+        servers, unique_tag, source = self.placement_servers(client, heard=heard)
         if servers is None:
             self.module.warn("placement of stream%s %s not checked before sending: %s" % (
                 "s" if len(todo) > 1 else "", ", ".join(repr(d.name) for d, _p in todo), source))
             return
         problem = self._placement_problem(todo, servers, unique_tag, source)
-        if problem and self.module.params.get("placement_servers") is None:
-            # a loaded server may answer after the others fell silent and go uncounted: listen longer before refusing
-            servers, unique_tag, source = self.placement_servers(client, idle=LATE_REPLIES)
+        rounds = LATE_ROUNDS if self.module.params.get("placement_servers") is None else 0
+        while problem and rounds:
+            # a loaded server may answer after the others fell silent, or miss one request: ask again, listen
+            # longer, and count every server heard so far before refusing
+            rounds -= 1
+            servers, unique_tag, source = self.placement_servers(client, idle=LATE_REPLIES, heard=heard)
             if servers is not None:
                 problem = self._placement_problem(todo, servers, unique_tag, source)
         if problem:
@@ -92,8 +98,9 @@ class StreamManager(object):
                 return problem
         return None
 
-    def placement_servers(self, client, idle=0.5):
-        """(servers, unique tag prefix, where they come from); servers None when nothing says."""
+    def placement_servers(self, client, idle=0.5, heard=None):
+        """(servers, unique tag prefix, where they come from); servers None when nothing says.
+        ``heard``, a list, keeps the servers' replies across calls: each call adds its own."""
         params = self.module.params
         if params.get("placement_servers") is not None:
             try:
@@ -121,6 +128,9 @@ class StreamManager(object):
             if system:
                 raise js_stream.StreamError("system_creds: %s" % exc)
             return None, None, "%s: %s" % (subject, exc)
+        if heard is not None:
+            heard.extend(replies)
+            replies = heard
         servers, uniques = js_placement.from_replies(replies)
         if not servers:
             return None, None, "no server%s answered %s" % (" of domain %r" % domain if domain else "", subject)

@@ -368,8 +368,9 @@ notes:
   - "What the check knows: C($SYS.REQ.ACCOUNT.PING.STATZ) tells each server's name, cluster, domain and tags,
     but not the JetStream C(unique_tag); without O(unique_tag) or O(system_creds) replicas are only counted
     against the matching servers, not against their zones. Free storage, account limits and offline servers
-    are not checked; the server still refuses for those when the stream's turn comes. Servers that do not
-    answer within half a second of the others are not counted. With an O(api_prefix) that is not
+    are not checked; the server still refuses for those when the stream's turn comes. Before refusing, the
+    check asks the servers up to three times more, waits 2 s for each further reply and counts every server
+    heard in any round, so a loaded server that answers late is counted. With an O(api_prefix) that is not
     C($JS.<domain>.API) the servers of every domain count. When no server answers, the task warns and the
     placement is not checked."
   - "Changes refused on a live stream, as the servers answer them (verified on 2.9.10, 2.10.26, 2.11.11, 2.12.8,

@@ -1,6 +1,8 @@
 """The placement check: nats-server's peer selection reduced to what tags decide, on the
 cross-region layout (three regions, region 3 with two zones) and on replies as servers send them."""
 
+import re
+
 import pytest
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_placement as jp
@@ -102,3 +104,64 @@ def test_servers_from_replies():
     assert jp.from_replies([STATZ])[1] == set()  # STATZ does not say
     assert jp.from_replies([VARZ_29])[1] == {None}  # 2.9 cannot say
     assert jp.from_replies([VARZ_215_NONE])[1] == {""}  # 2.10 and later omit an empty one
+
+
+class _Module(object):
+    check_mode = True
+
+    def __init__(self):
+        self.params = dict(domain="xr", unique_tag="az:")
+        self.warnings = []
+
+    def warn(self, text):
+        self.warnings.append(text)
+
+
+class _Client(object):
+    """Answers each STATZ request with the next scripted list of replying servers."""
+
+    def __init__(self, rounds):
+        self.rounds = list(rounds)
+        self.calls = []
+
+    def server_infos(self, domain=None, system=False, idle=0.5):
+        self.calls.append(idle)
+        names = self.rounds.pop(0) if self.rounds else []
+        return [{"server": {"name": n, "cluster": "xr", "domain": "xr", "tags": LAYOUT[n], "jetstream": True}}
+                for n in names]
+
+
+def _check_placements(rounds, tags=("rg:2",)):
+    """(the scripted client, the refusal or None) of the pre-check of one stream of 3 replicas."""
+    from types import SimpleNamespace
+
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream_manager as manager
+    stream = manager.StreamManager(_Module(), [])
+    stream.js = SimpleNamespace(where=lambda: WHERE)
+    plan = SimpleNamespace(action="create", fields=[], after={"num_replicas": 3, "placement": {"tags": list(tags)}})
+    client = _Client(rounds)
+    try:
+        stream.check_placements(client, [(SimpleNamespace(name="ORDERS"), plan, None)])
+    except js_stream.StreamError as exc:
+        return client, str(exc)
+    return client, None
+
+
+def test_a_server_missing_from_one_reply_round_is_counted_from_the_next():
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import LATE_REPLIES
+    every = sorted(LAYOUT)
+    # n2a misses the first two rounds, n2c answers only in the first: together they hold rg:2
+    client, refused = _check_placements([[n for n in every if n != "n2a"], ["n2b"], ["n2a"]])
+    assert refused is None
+    assert client.calls == [0.5, LATE_REPLIES, LATE_REPLIES]
+    client, refused = _check_placements([every])
+    assert refused is None and client.calls == [0.5]  # nothing asked again when the first round holds it
+
+
+def test_a_placement_no_round_can_hold_is_refused_after_the_last_round():
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import LATE_ROUNDS
+    client, refused = _check_placements([sorted(LAYOUT)] * 5, tags=["rg:3"])
+    assert re.match(r"stream 'ORDERS' in domain 'xr': placement tags rg:3 cannot hold 3 replicas: .*"
+                    r"2 distinct 'az:' zones", refused), refused
+    assert len(client.calls) == 1 + LATE_ROUNDS
