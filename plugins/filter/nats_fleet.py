@@ -67,7 +67,7 @@ def nats_fleet_stream_batches(streams, default_account, creds_dir, admins, where
     return _fleet.stream_batches(streams, default_account, creds_dir, admins, where, kind, files_dir)
 
 
-@_filter
+@_filter(raw=('hostvars',))
 def nats_fleet_object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_dir, domain=""):
     return _fleet.object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_dir, domain)
 

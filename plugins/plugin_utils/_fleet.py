@@ -20,6 +20,7 @@ from urllib.parse import quote
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._bulk import unknown_options
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain
 
 # Keys of an item that belong to the fleet, not to the module that converges it.
 FLEET_KEYS = {
@@ -425,7 +426,8 @@ def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_di
     owner, group}]}}."""
     fetches, copies = {}, {}
     for host in hosts:
-        for item in hostvars[host].get("nats_object_fetch") or []:
+        # hostvars come raw (rendering every host's variables costs more than the plan): only these items are read
+        for item in plain(hostvars[host].get("nats_object_fetch") or []):
             account = item.get("account") or default_account
             if account not in admins:
                 raise FleetError("%s: nats_object_fetch (%s/%s).account: account %r has no user to read with" % (
