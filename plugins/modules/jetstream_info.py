@@ -18,18 +18,9 @@ description:
   - Renders the same as text tables (RV(report)) and the replication graph in Graphviz dot (RV(dot)).
 author: nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
+  - nats_edge.fleet.read_only
   - nats_edge.fleet.connection
   - nats_edge.fleet.connection.jetstream
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads.
-  diff_mode:
-    support: none
-    description: The module changes nothing, so there is nothing to compare.
-  idempotent:
-    support: full
-    description: The module only reads.
 options:
   domains:
     description:

@@ -21,16 +21,8 @@ description:
     package manager, a server that does not answer) is reported as absent, not as a failure.
 author:
   - nats_edge.fleet contributors (@nats_edge)
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - nats_edge.fleet.read_only
 options:
   binary:
     description: Path of the nats-server binary to run with C(--version).
@@ -144,13 +136,11 @@ varz_error:
   type: str
 """
 
-import grp
-import hashlib
 import json
 import os
-import pwd
-import stat
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import (
+    HostReader, describe_path, read_group, read_user)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 
 ARGUMENT_SPEC = dict(
@@ -164,123 +154,19 @@ ARGUMENT_SPEC = dict(
     timeout=dict(type="float", default=5),
 )
 
-UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "NeedDaemonReload")
 
+class HostState(HostReader):
+    """The host readings, and the two only a nats-server host has: the binary's version and /varz."""
 
-def _name(lookup, ident):
-    try:
-        return lookup(ident)
-    except KeyError:
-        return str(ident)
-
-
-def describe_path(path):
-    """What the role compares a managed file or directory with: type, owner, group, mode, mtime, checksum."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return {"exists": False}
-    if stat.S_ISLNK(info.st_mode):
-        kind = "link"
-    elif stat.S_ISDIR(info.st_mode):
-        kind = "directory"
-    elif stat.S_ISREG(info.st_mode):
-        kind = "file"
-    else:
-        kind = "other"
-    out = {
-        "exists": True,
-        "type": kind,
-        "owner": _name(lambda uid: pwd.getpwuid(uid).pw_name, info.st_uid),
-        "group": _name(lambda gid: grp.getgrgid(gid).gr_name, info.st_gid),
-        "mode": "%04o" % stat.S_IMODE(info.st_mode),
-        "mtime": info.st_mtime_ns / 1e9,
-    }
-    if kind == "file":
-        out["checksum"] = file_sha1(path)
-    return out
-
-
-def file_sha1(path):
-    digest = hashlib.sha1()
-    try:
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(65536), b""):
-                digest.update(block)
-    except OSError:
-        return None
-    return digest.hexdigest()
-
-
-def parse_unit_properties(text):
-    """``Key=Value`` lines of ``systemctl show`` as a dict."""
-    out = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key] = value
-    return out
-
-
-def parse_package_version(manager, rc, stdout):
-    """(installed, version) from ``dpkg-query -W -f '${db:Status-Status} ${Version}'`` or ``rpm -q --qf``."""
-    text = stdout.strip()
-    if rc != 0 or not text:
-        return False, ""
-    if manager == "dpkg":
-        status, _sep, version = text.partition(" ")
-        return (True, version) if status == "installed" else (False, "")
-    return True, text
-
-
-def read_user(name):
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        return {"exists": False}
-    return {"exists": True, "uid": entry.pw_uid, "gid": entry.pw_gid,
-            "group": _name(lambda gid: grp.getgrgid(gid).gr_name, entry.pw_gid),
-            "home": entry.pw_dir, "shell": entry.pw_shell}
-
-
-def read_group(name):
-    try:
-        entry = grp.getgrnam(name)
-    except KeyError:
-        return {"exists": False}
-    return {"exists": True, "gid": entry.gr_gid}
-
-
-class HostState(object):
     def __init__(self, module):
-        self.module = module
+        super(HostState, self).__init__(module)
         self.timeout = module.params["timeout"]
-
-    def run(self, argv):
-        return self.module.run_command(argv, check_rc=False, environ_update={"LC_ALL": "C"})
 
     def binary(self, path):
         if not os.path.exists(path):
             return {"rc": 127, "stdout": "", "stderr": "%s: not found" % path, "mtime": None}
         rc, out, err = self.run([path, "--version"])
         return {"rc": rc, "stdout": out.strip(), "stderr": err.strip(), "mtime": os.stat(path).st_mtime_ns / 1e9}
-
-    def package(self, name):
-        for manager, argv in (("dpkg", ["dpkg-query", "-W", "-f", "${db:Status-Status} ${Version}", name]),
-                              ("rpm", ["rpm", "-q", "--qf", "%{VERSION}", name])):
-            tool = self.module.get_bin_path(argv[0])
-            if tool:
-                rc, out, _err = self.run([tool] + argv[1:])
-                installed, version = parse_package_version(manager, rc, out)
-                return {"installed": installed, "version": version, "manager": manager}
-        return {"installed": None, "version": "", "manager": None}
-
-    def service(self, name):
-        systemctl = self.module.get_bin_path("systemctl")
-        if not systemctl:
-            return {}
-        rc, out, _err = self.run([systemctl, "show", name + ".service", "--property=" + ",".join(UNIT_PROPERTIES)])
-        return parse_unit_properties(out) if rc == 0 else {}
 
     def varz(self, base_url):
         from ansible.module_utils.urls import open_url
@@ -309,7 +195,7 @@ def main():
     if params["group"]:
         result["group"] = read_group(params["group"])
     if params["service"]:
-        result["service"] = host.service(params["service"])
+        result["service"] = host.service(params["service"] + ".service")
     if params["monitor_url"]:
         result["varz"], result["varz_error"] = host.varz(params["monitor_url"])
     module.exit_json(**result)

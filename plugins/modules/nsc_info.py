@@ -20,17 +20,8 @@ description:
 author:
   - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
+  - nats_edge.fleet.read_only
   - nats_edge.fleet.nsc
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
-  idempotent:
-    support: full
-    description: Never changes anything.
 options:
   operator:
     description: Name of the operator; left out, every operator in O(store_dir).

@@ -1,7 +1,10 @@
-"""nats_server_state against a real nats-server: its version, its live /varz, and the files beside it."""
+"""nats_server_state against a real nats-server (its version, its live /varz, the files beside it), and host_state on this machine."""
 
 import hashlib
 import os
+import sys
+
+import pytest
 
 from conftest import free_port
 
@@ -63,3 +66,37 @@ def test_the_checksum_lookup_reads_bytes_and_reports_missing_files_with_details(
     found = _json.loads((tmp_path / "out.json").read_text())
     assert found == {"plain": digest, "details": [{"exists": True, "checksum": digest, "mode": "0755"},
                                                   {"exists": False}]}, found
+
+
+def test_host_state_reads_files_listings_accounts_packages_and_a_pythons_distributions(module, tmp_path):
+    """What the Spark roles compare a host with, read from this machine in one module run."""
+    (tmp_path / "wheels").mkdir()
+    (tmp_path / "wheels" / "a-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    conf = tmp_path / "spark.env"
+    conf.write_text("SPARK_HOME=/x\n")
+    result = module("host_state", {
+        "paths": [str(conf), str(tmp_path / "missing")], "listings": [str(tmp_path / "wheels"), str(tmp_path / "none")],
+        "python": sys.executable, "distributions": ["pytest", "nats-edge-no-such-dist"],
+        "users": ["root", "nats-edge-nobody"], "groups": ["root"], "packages": ["dpkg", "nats-edge-no-such-package"],
+        "services": ["nats-edge-no-such-unit"]})
+    assert not result.get("failed") and not result["changed"], result
+    assert result["files"][str(conf)]["checksum"] == hashlib.sha1(b"SPARK_HOME=/x\n").hexdigest()
+    assert result["files"][str(tmp_path / "missing")] == {"exists": False}
+    assert result["listings"] == {str(tmp_path / "wheels"): {"a-1.0-py3-none-any.whl": 5}, str(tmp_path / "none"): None}
+    assert result["python"]["exists"] and result["python"]["error"] == ""
+    assert result["python"]["distributions"]["pytest"]["version"] == pytest.__version__
+    assert os.path.isdir(os.path.join(result["python"]["distributions"]["pytest"]["location"], "_pytest"))
+    assert result["python"]["distributions"]["nats-edge-no-such-dist"] is None
+    assert result["users"]["root"]["uid"] == 0 and result["users"]["nats-edge-nobody"] == {"exists": False}
+    assert result["groups"]["root"] == {"exists": True, "gid": 0}
+    assert result["packages"]["dpkg"]["installed"] and result["packages"]["dpkg"]["manager"] == "dpkg"
+    assert result["packages"]["nats-edge-no-such-package"]["installed"] is False
+    assert result["services"]["nats-edge-no-such-unit"].get("LoadState", "not-found") == "not-found"
+
+
+def test_host_state_reports_a_missing_python_and_refuses_distributions_without_one(module, tmp_path):
+    result = module("host_state", {"python": str(tmp_path / "venv" / "bin" / "python"), "distributions": ["pyspark"]})
+    assert not result.get("failed"), result
+    assert result["python"] == {"exists": False, "error": "", "distributions": {"pyspark": None}}
+    refused = module("host_state", {"distributions": ["pyspark"]})
+    assert refused.get("failed") and "distributions pyspark need python" in refused["msg"], refused

@@ -33,17 +33,18 @@ def argument_spec(name, monkeypatch):
     return module, seen
 
 
-def documented_options(doc):
-    options = {}
+def documented(doc, key="options"):
+    """The module's options (or attributes) with those of its documentation fragments."""
+    entries = {}
     for fragment in doc.get("extends_documentation_fragment", []):
         parts = fragment.split(".")[2:]
         holder = importlib.import_module("%s.doc_fragments.%s" % (PACKAGE, parts[0])).ModuleDocFragment
         text = getattr(holder, parts[1].upper()) if len(parts) > 1 else holder.DOCUMENTATION
-        options.update(yaml.safe_load(text).get("options", {}))
-    for option, rules in doc.get("options", {}).items():
+        entries.update(yaml.safe_load(text).get(key, {}))
+    for name, rules in doc.get(key, {}).items():
         # as Ansible does, a module's entry adds to the fragment's
-        options[option] = dict(options.get(option, {}), **rules)
-    return options
+        entries[name] = dict(entries.get(name, {}), **rules)
+    return entries
 
 
 def compare(documented, spec, where, top=None):
@@ -70,8 +71,8 @@ def test_documented_options_match_the_argument_spec(name, monkeypatch):
     doc = yaml.safe_load(module.DOCUMENTATION)
     assert doc["module"] == name
     assert doc.get("short_description") and doc.get("description")
-    assert set(doc["attributes"]) >= {"check_mode", "diff_mode"}
-    compare(documented_options(doc), spec, name)
+    assert set(documented(doc, "attributes")) >= {"check_mode", "diff_mode"}
+    compare(documented(doc), spec, name)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ansible_collections.nats_edge.fleet.plugins.filter.nats_server import nats_server_stale_paths
-from ansible_collections.nats_edge.fleet.plugins.modules import nats_server_state as state
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _host_state as state
 
 
 def test_a_regular_file_is_described_with_its_checksum(tmp_path):
@@ -85,3 +85,27 @@ def test_stale_paths_keep_the_order_given_and_no_state_means_everything_is_stale
     assert nats_server_stale_paths(FILES, wanted) == ["/etc/nats-server/nats-server.conf", "/var/lib/nats-server"]
     assert nats_server_stale_paths({}, [DIR]) == ["/etc/nats-server"]
     assert nats_server_stale_paths(None, [DIR]) == ["/etc/nats-server"]
+
+
+def test_a_listing_gives_the_regular_files_sizes_and_nothing_for_a_path_that_is_no_directory(tmp_path):
+    (tmp_path / "pyspark-4.3.0-py2.py3-none-any.whl").write_bytes(b"x" * 7)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.whl").symlink_to(tmp_path / "pyspark-4.3.0-py2.py3-none-any.whl")
+    assert state.list_directory(str(tmp_path)) == {"pyspark-4.3.0-py2.py3-none-any.whl": 7}
+    assert state.list_directory(str(tmp_path / "sub")) == {}
+    assert state.list_directory(str(tmp_path / "none")) is None
+    assert state.list_directory(str(tmp_path / "link.whl")) is None
+
+
+def test_distributions_are_every_name_asked_and_unknown_when_the_reader_failed():
+    found = '{"pyspark": {"version": "4.3.0", "location": "/v/lib/site-packages"}, "nats-edge-spark": null}'
+    assert state.parse_distributions(["pyspark", "nats-edge-spark", "other"], 0, found) == {
+        "pyspark": {"version": "4.3.0", "location": "/v/lib/site-packages"}, "nats-edge-spark": None, "other": None}
+    assert state.parse_distributions(["pyspark"], 1, found) == {"pyspark": None}
+    assert state.parse_distributions(["pyspark"], 0, "Traceback") == {"pyspark": None}
+
+
+@pytest.mark.parametrize("name, unit", [("spark-master", "spark-master.service"), ("job.timer", "job.timer"),
+                                        ("job.service", "job.service")])
+def test_a_unit_named_without_its_type_is_a_service(name, unit):
+    assert state.unit_name(name) == unit

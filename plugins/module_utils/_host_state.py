@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Reading a host's state in one module run. Private to the collection.
+
+A role reads, in one round trip, everything its tasks would look at (files,
+packages, accounts, units, Python distributions), compares it on the
+controller with what it wants, and skips every task whose target is already
+as wanted: a run with nothing to change costs one module run per host
+instead of one or two per task. nats_server_state and host_state read
+through these functions; nothing here changes the host.
+"""
+
+from __future__ import annotations
+
+import grp
+import hashlib
+import json
+import os
+import pwd
+import stat
+
+UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "NeedDaemonReload")
+
+# Run with the Python asked about: the version and install location of each distribution named.
+_DISTRIBUTIONS = """
+import importlib.metadata as m, json, sys
+found = {}
+for name in sys.argv[1:]:
+    try:
+        dist = m.distribution(name)
+    except m.PackageNotFoundError:
+        found[name] = None
+    else:
+        found[name] = {"version": dist.version, "location": str(dist.locate_file(""))}
+print(json.dumps(found))
+"""
+
+
+def _name(lookup, ident):
+    try:
+        return lookup(ident)
+    except KeyError:
+        return str(ident)
+
+
+def describe_path(path):
+    """What a role compares a managed file or directory with: type, owner, group, mode, mtime, checksum."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return {"exists": False}
+    if stat.S_ISLNK(info.st_mode):
+        kind = "link"
+    elif stat.S_ISDIR(info.st_mode):
+        kind = "directory"
+    elif stat.S_ISREG(info.st_mode):
+        kind = "file"
+    else:
+        kind = "other"
+    out = {
+        "exists": True,
+        "type": kind,
+        "owner": _name(lambda uid: pwd.getpwuid(uid).pw_name, info.st_uid),
+        "group": _name(lambda gid: grp.getgrgid(gid).gr_name, info.st_gid),
+        "mode": "%04o" % stat.S_IMODE(info.st_mode),
+        "mtime": info.st_mtime_ns / 1e9,
+    }
+    if kind == "file":
+        out["checksum"] = file_sha1(path)
+    return out
+
+
+def file_sha1(path):
+    digest = hashlib.sha1()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(65536), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def list_directory(path):
+    """The regular files directly in ``path`` by name, with their sizes in bytes; None when ``path`` is
+    not a directory that can be read. Nothing is read from the files."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError:
+        return None
+    found = {}
+    for entry in entries:
+        try:
+            if entry.is_file(follow_symlinks=False):
+                found[entry.name] = entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return found
+
+
+def parse_unit_properties(text):
+    """``Key=Value`` lines of ``systemctl show`` as a dict."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def parse_package_version(manager, rc, stdout):
+    """(installed, version) from ``dpkg-query -W -f '${db:Status-Status} ${Version}'`` or ``rpm -q --qf``."""
+    text = stdout.strip()
+    if rc != 0 or not text:
+        return False, ""
+    if manager == "dpkg":
+        status, _sep, version = text.partition(" ")
+        return (True, version) if status == "installed" else (False, "")
+    return True, text
+
+
+def unit_name(name):
+    """A unit named without its type is a service, as systemctl takes it."""
+    return name if "." in name else name + ".service"
+
+
+def parse_distributions(names, rc, stdout):
+    """What the distributions' reader printed, or every name unknown when it did not run."""
+    if rc == 0:
+        try:
+            found = json.loads(stdout)
+        except ValueError:
+            found = None
+        if isinstance(found, dict):
+            return dict((name, found.get(name)) for name in names)
+    return dict((name, None) for name in names)
+
+
+def read_user(name):
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return {"exists": False}
+    return {"exists": True, "uid": entry.pw_uid, "gid": entry.pw_gid,
+            "group": _name(lambda gid: grp.getgrgid(gid).gr_name, entry.pw_gid),
+            "home": entry.pw_dir, "shell": entry.pw_shell}
+
+
+def read_group(name):
+    try:
+        entry = grp.getgrnam(name)
+    except KeyError:
+        return {"exists": False}
+    return {"exists": True, "gid": entry.gr_gid}
+
+
+class HostReader(object):
+    """The readings that run a command on the host (package manager, systemctl, a Python)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def run(self, argv):
+        return self.module.run_command(argv, check_rc=False, environ_update={"LC_ALL": "C"})
+
+    def package(self, name):
+        for manager, argv in (("dpkg", ["dpkg-query", "-W", "-f", "${db:Status-Status} ${Version}", name]),
+                              ("rpm", ["rpm", "-q", "--qf", "%{VERSION}", name])):
+            tool = self.module.get_bin_path(argv[0])
+            if tool:
+                rc, out, _err = self.run([tool] + argv[1:])
+                installed, version = parse_package_version(manager, rc, out)
+                return {"installed": installed, "version": version, "manager": manager}
+        return {"installed": None, "version": "", "manager": None}
+
+    def service(self, unit):
+        systemctl = self.module.get_bin_path("systemctl")
+        if not systemctl:
+            return {}
+        rc, out, _err = self.run([systemctl, "show", unit_name(unit), "--property=" + ",".join(UNIT_PROPERTIES)])
+        return parse_unit_properties(out) if rc == 0 else {}
+
+    def python(self, interpreter, names):
+        """Whether ``interpreter`` is there, and the version and location of each distribution it has."""
+        if not os.access(interpreter, os.X_OK):
+            return {"exists": False, "error": "", "distributions": parse_distributions(names, 1, "")}
+        rc, out, err = self.run([interpreter, "-c", _DISTRIBUTIONS] + list(names))
+        return {"exists": True, "error": "" if rc == 0 else (err.strip() or "exit status %d" % rc),
+                "distributions": parse_distributions(names, rc, out)}
