@@ -101,8 +101,10 @@ def nats_size(value, field="size"):
 def _current(found, wanted):
     if not found.get("exists") or found.get("type") != wanted.get("kind", "file"):
         return False
-    if str(found.get("owner")) != str(wanted.get("owner")) or str(found.get("group")) != str(wanted.get("group")):
-        return False
+    for key in ("owner", "group"):
+        # an owner or group not asked for is not compared
+        if wanted.get(key) not in (None, "") and str(found.get(key)) != str(wanted[key]):
+            return False
     try:
         if int(str(found.get("mode")), 8) != int(str(wanted.get("mode")), 8):
             return False

@@ -422,8 +422,8 @@ def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_di
     """The ``nats_object_fetch`` of one domain's hosts: each object fetched once, from the domain's
     own copy, into the controller's cache; then copied to every host that lists it.
 
-    Returns {"fetches": [{account, creds, bucket, name, cache}], "copies": {host: [{src, dest, mode,
-    owner, group}]}}."""
+    Returns {"fetches": [{account, creds, bucket, name, cache}], "copies": {host: [{src, dest, path (= dest),
+    kind (file), mode, owner, group}]}}."""
     fetches, copies = {}, {}
     for host in hosts:
         # hostvars come raw (rendering every host's variables costs more than the plan): only these items are read
@@ -436,6 +436,10 @@ def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_di
                               quote(item["name"], safe="")])
             fetches.setdefault(cache, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
                                        "bucket": item["bucket"], "name": item["name"], "cache": cache})
-            copies.setdefault(host, []).append({"src": cache, "dest": item["dest"], "mode": item.get("mode") or "0644",
+            mode = item.get("mode") or "0644"
+            # a mode written unquoted in YAML (0640) arrives as a number: the octal string compares with a host's
+            # path and kind: the copy as nats_server_stale_paths compares it with a host's file
+            copies.setdefault(host, []).append({"src": cache, "dest": item["dest"], "path": item["dest"], "kind": "file",
+                                                "mode": "%04o" % mode if isinstance(mode, int) else mode,
                                                 "owner": item.get("owner"), "group": item.get("group")})
     return {"fetches": list(fetches.values()), "copies": copies}

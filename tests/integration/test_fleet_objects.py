@@ -73,6 +73,16 @@ def test_object_stores_from_the_inventory_reach_the_edge_host_also_with_the_hub_
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert recap["hub-1"]["changed"] == 0 and recap["leaf-1"]["changed"] == 0, proc.stdout[-4000:]
 
+    # the host's copy edited, another one's mode opened: the run reads the host once, rewrites the file only
+    dest.write_bytes(b"edited")
+    proc, recap = run_stages(str(inventory / "hosts.yml"))
+    assert proc.returncode == 0 and recap["leaf-1"]["changed"] == 1, proc.stdout[-4000:]
+    assert dest.read_bytes() == FIRMWARE
+    dest.chmod(0o644)
+    proc, recap = run_stages(str(inventory / "hosts.yml"))
+    assert proc.returncode == 0 and recap["leaf-1"]["changed"] == 1, proc.stdout[-4000:]
+    assert dest.stat().st_mode & 0o777 == 0o640
+
     # check mode predicts the file and writes nothing
     dest.unlink()
     proc, recap = run_stages(str(inventory / "hosts.yml"), "--check")

@@ -232,11 +232,13 @@ def test_object_fetches_read_each_object_once_per_domain_and_copy_it_to_every_ho
         {"account": "TEST", "creds": "/f/creds/TEST/leaf.creds", "bucket": "files", "name": "models/v2.onnx", "cache": model},
         {"account": "TEST", "creds": "/f/creds/TEST/leaf.creds", "bucket": "files", "name": "CHANNEL",
          "cache": "/f/objects/spoke-1/TEST/files/CHANNEL"}]
+    file = {"kind": "file", "owner": None, "group": None}
     assert plan["copies"] == {
-        "s1": [{"src": model, "dest": "/opt/m.onnx", "mode": "0644", "owner": None, "group": None},
-               {"src": "/f/objects/spoke-1/TEST/files/CHANNEL", "dest": "/etc/ch", "mode": "0600", "owner": "app",
-                "group": None}],
-        "s2": [{"src": model, "dest": "/srv/m.onnx", "mode": 0o644, "owner": None, "group": None}]}
+        "s1": [dict(file, src=model, dest="/opt/m.onnx", path="/opt/m.onnx", mode="0644"),
+               dict(file, src="/f/objects/spoke-1/TEST/files/CHANNEL", dest="/etc/ch", path="/etc/ch", mode="0600",
+                    owner="app")],
+        # a mode written unquoted in YAML, read as a number, is the octal string a host's state is compared with
+        "s2": [dict(file, src=model, dest="/srv/m.onnx", path="/srv/m.onnx", mode="0644")]}
     with pytest.raises(_fleet.FleetError, match=re.escape("s1: nats_object_fetch (files/x).account: account 'B' has no user")):
         _fleet.object_fetches({"s1": {"nats_object_fetch": [{"bucket": "files", "name": "x", "dest": "/x", "account": "B"}]}},
                               ["s1"], "TEST", "/c", {"TEST": "leaf"}, "/o")

@@ -109,3 +109,9 @@ def test_distributions_are_every_name_asked_and_unknown_when_the_reader_failed()
                                         ("job.service", "job.service")])
 def test_a_unit_named_without_its_type_is_a_service(name, unit):
     assert state.unit_name(name) == unit
+
+
+def test_an_owner_or_group_not_asked_for_is_not_compared():
+    wanted = dict(CONF, owner=None, group="")
+    assert nats_server_stale_paths(FILES, [wanted]) == []
+    assert nats_server_stale_paths(FILES, [dict(wanted, mode="0600")]) == [CONF["path"]]
