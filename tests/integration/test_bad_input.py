@@ -373,6 +373,11 @@ ROWS = [
      "Unsupported parameters"),
     ("server-state-timeout-word", "nats_server_state", dict(monitor_url="http://127.0.0.1:1", timeout="soon"),
      "timeout"),
+    # -- host_state: what the Spark roles read of a host ----------------------------------------------------------
+    ("host-state-distributions-without-python", "host_state", dict(distributions=["pyspark"]),
+     "distributions pyspark need python"),
+    ("host-state-paths-not-a-list", "host_state", dict(paths={"a": 1}), "paths"),
+    ("host-state-unknown-option", "host_state", dict(path=["/etc"]), "Unsupported parameters"),
     # -- nsc_info -------------------------------------------------------------------------------------------------
     ("nsc-info-unknown-account", NSC_INFO, dict(accounts=["NOPE"]), "no account 'NOPE'"),
     ("nsc-info-unknown-operator", NSC_INFO, dict(operator="nope"), "nope"),
