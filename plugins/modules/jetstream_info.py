@@ -349,6 +349,8 @@ class Report(object):
         self.replication = []
         self.unanswered = []
         self.origins = {}
+        # set by compare_origins: streams read again later (recheck) are held against their origins too
+        self.compared = False
 
     def collect(self, targets, wanted):
         for domain, api_prefix in targets:
@@ -372,6 +374,7 @@ class Report(object):
         after the copy itself, and call lagging what has not reached it yet.
         A copy that looks behind is read once more, so a busy origin's newest
         messages, still in flight, do not hold it back."""
+        self.compared = True
         behind = []
         for reader in self.readers:
             for info in reader.infos:
@@ -437,16 +440,21 @@ class Report(object):
         if not lagging:
             return
         time.sleep(delay / 1e9)
-        streams, rows = [], []
+        streams, rows, read = [], [], []
         for reader in self.readers:
             for info in reader.infos:
                 here = domain_of(info, reader.domain)
                 if (here, info["config"]["name"]) in lagging:
                     fresh = reader.info(info["config"]["name"])
                     if fresh is not None:
+                        fresh_rows = replication_rows(fresh, here, self.inactive_after)
                         streams.append(stream_row(fresh, here))
-                        rows.extend(replication_rows(fresh, here, self.inactive_after))
+                        rows.extend(fresh_rows)
+                        read.append((reader, fresh, fresh_rows))
         mark_stalled(self.replication, rows, self.streams, streams)
+        if self.compared:
+            for reader, fresh, fresh_rows in read:
+                self._compare(reader, fresh, fresh_rows)
         self._replace(streams, rows)
 
     def result(self):

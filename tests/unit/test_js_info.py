@@ -4,6 +4,7 @@ import copy
 import re
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_info as ji
+from ansible_collections.nats_edge.fleet.plugins.modules.jetstream_info import Report
 
 SECOND = 10 ** 9
 INACTIVE_AFTER = 10 * SECOND
@@ -277,3 +278,40 @@ def test_dot_for_an_imported_api_labels_the_prefix():
     info["mirror"]["external"]["api"] = "JS.acc@hub.API"
     streams, rows = collect(info)
     assert 'label="JS.acc@hub.API";' in ji.render_dot(streams, rows)
+
+
+class _Reader(object):
+    """A domain's streams as scripted STREAM.INFO replies: the first read, then each read again."""
+
+    def __init__(self, first, again):
+        self.domain = "hub"
+        self.infos = first
+        self.again = dict((info["config"]["name"], info) for info in again)
+        self.js = type("JS", (), {"prefix": "$JS.hub.API"})()
+
+    def info(self, name):
+        return self.again.get(name)
+
+
+def _aggregate_info(lag):
+    """A hub stream sourcing two spokes: spoke-1's source lags by ``lag``, spoke-2's is current."""
+    sources = [{"name": "test", "external": {"api": "$JS.spoke-%d.API" % n}} for n in (1, 2)]
+    return {"config": {"name": "aggregate", "sources": sources}, "state": {"messages": 20, "last_seq": 20},
+            "sources": [dict(sources[0], lag=lag, active=1000000), dict(sources[1], lag=0, active=1000000)]}
+
+
+def test_a_stream_read_again_by_recheck_keeps_its_current_sources_held_against_their_origins():
+    report = Report(None, None, 30 * SECOND)
+    reader = _Reader([_aggregate_info(lag=4)], [_aggregate_info(lag=2)])
+    report.readers = [reader]
+    report.streams = [ji.stream_row(reader.infos[0], "hub")]
+    report.replication = ji.replication_rows(reader.infos[0], "hub", 30 * SECOND)
+    # the origins as read once per run
+    report.origins[("$JS.spoke-1.API", "test", ())] = ({"messages": 14, "last_seq": 14}, None, None)
+    report.origins[("$JS.spoke-2.API", "test", ())] = ({"messages": 10, "last_seq": 10}, None, None)
+    report.compare_origins()
+    report.recheck(1)
+    rows = dict((r["source_domain"], r) for r in report.replication)
+    # spoke-1's source lags by the server's word; spoke-2's, read again, still shows its origin
+    assert rows["spoke-1"]["lag"] == 2
+    assert (rows["spoke-2"]["origin_last_seq"], rows["spoke-2"]["origin_messages"]) == (10, 10), rows["spoke-2"]
