@@ -337,8 +337,13 @@ def push_targets(domain_map, via="site", hub_domain=""):
             for domain, entry in sorted(domain_map.items()) if entry["urls"]]
 
 
+# The stream a key-value bucket or object store is kept in: its name after this prefix.
+STREAM_PREFIX = {"stream": "", "kv": "KV_", "objects": "OBJ_"}
+
+
 def stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream", files_dir=""):
-    """The domain's streams (or KV buckets, or object stores) per account: [{account, creds, origins, copies}].
+    """The domain's streams (or KV buckets, or object stores) per account: [{account, creds, origins, copies,
+    copy_streams}], ``copy_streams`` naming the JetStream streams of the copies (KV_<bucket>, OBJ_<store>).
 
     Origins (streams that copy from nowhere) are converged in a first pass on
     every domain, so mirrors and sources find what they copy. An object's
@@ -355,9 +360,13 @@ def stream_batches(streams, default_account, creds_dir, admins, where="", kind="
             raise FleetError("%s%s.account: account %r has no user to converge its streams with"
                              % (where, _label(kind, stream, i), account))
         batch = batches.setdefault(account, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
-                                             "origins": [], "copies": []})
+                                             "origins": [], "copies": [], "copy_streams": []})
         item = module_args(stream, kind)
-        batch["copies" if item.get("mirror") or item.get("sources") else "origins"].append(item)
+        if item.get("mirror") or item.get("sources"):
+            batch["copies"].append(item)
+            batch["copy_streams"].append(STREAM_PREFIX[kind] + item["name"])
+        else:
+            batch["origins"].append(item)
     return list(batches.values())
 
 
@@ -437,9 +446,9 @@ def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_di
             fetches.setdefault(cache, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
                                        "bucket": item["bucket"], "name": item["name"], "cache": cache})
             mode = item.get("mode") or "0644"
-            # a mode written unquoted in YAML (0640) arrives as a number: the octal string compares with a host's
+            # a mode written unquoted in YAML (0640) arrives as a number: as an octal string it compares with a host's
+            mode = "%04o" % mode if isinstance(mode, int) else mode
             # path and kind: the copy as nats_server_stale_paths compares it with a host's file
             copies.setdefault(host, []).append({"src": cache, "dest": item["dest"], "path": item["dest"], "kind": "file",
-                                                "mode": "%04o" % mode if isinstance(mode, int) else mode,
-                                                "owner": item.get("owner"), "group": item.get("group")})
+                                                "mode": mode, "owner": item.get("owner"), "group": item.get("group")})
     return {"fetches": list(fetches.values()), "copies": copies}

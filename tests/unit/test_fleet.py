@@ -99,8 +99,9 @@ def test_stream_batches_put_origins_before_copies():
          {"name": "x", "account": "IMP", "mirror": {"name": "agg"}}], "TEST", "/c", {"TEST": "leaf", "IMP": "i"})
     assert batches == [
         {"account": "TEST", "creds": "/c/TEST/leaf.creds", "origins": [{"name": "cnc", "subjects": ["cnc"]}],
-         "copies": [{"name": "agg", "sources": [{"name": "test", "domain": "s"}]}]},
-        {"account": "IMP", "creds": "/c/IMP/i.creds", "origins": [], "copies": [{"name": "x", "mirror": {"name": "agg"}}]}]
+         "copies": [{"name": "agg", "sources": [{"name": "test", "domain": "s"}]}], "copy_streams": ["agg"]},
+        {"account": "IMP", "creds": "/c/IMP/i.creds", "origins": [], "copies": [{"name": "x", "mirror": {"name": "agg"}}],
+         "copy_streams": ["x"]}]
     with pytest.raises(_fleet.FleetError, match="no user to converge"):
         _fleet.stream_batches([{"name": "s", "account": "NOUSERS"}], "TEST", "/c", {})
 
@@ -211,10 +212,12 @@ def test_object_store_batches_find_relative_sources_under_the_inventory():
          {"name": "copy", "account": "A", "mirror": {"name": "files", "domain": "hub"}}],
         "TEST", "/c", {"TEST": "leaf", "A": "u"}, kind="objects", files_dir="/inv")
     assert batches == [
-        {"account": "TEST", "creds": "/c/TEST/leaf.creds", "copies": [], "origins": [{"name": "files", "objects": [
-            {"name": "a", "src": "/inv/files/a"}, {"name": "b", "src": "/abs/b"}, {"name": "c", "content": "c"}]}]},
+        {"account": "TEST", "creds": "/c/TEST/leaf.creds", "copies": [], "copy_streams": [],
+         "origins": [{"name": "files", "objects": [
+             {"name": "a", "src": "/inv/files/a"}, {"name": "b", "src": "/abs/b"}, {"name": "c", "content": "c"}]}]},
+        # an object store's copy is kept in the stream OBJ_<store>
         {"account": "A", "creds": "/c/A/u.creds", "origins": [],
-         "copies": [{"name": "copy", "mirror": {"name": "files", "domain": "hub"}}]}]
+         "copies": [{"name": "copy", "mirror": {"name": "files", "domain": "hub"}}], "copy_streams": ["OBJ_copy"]}]
     with pytest.raises(_fleet.FleetError, match=re.escape("nats_object_stores[0] (files): no account")):
         _fleet.stream_batches([{"name": "files"}], "", "/c", {}, kind="objects")
 
