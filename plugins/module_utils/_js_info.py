@@ -304,17 +304,19 @@ def _active(seconds):
     return format_duration(int(round(seconds * 1000)) * 10 ** 6)
 
 
-def render_report(streams, replication, domains):
-    """``nats stream report`` for each domain: streams, then their replication."""
+def render_report(streams, replication, domains, account=None):
+    """``nats stream report`` for each domain: streams, then their replication; ``account`` names
+    the account they were read as, in the titles."""
     lines = []
     for domain in domains:
         mine = sorted((s for s in streams if s["domain"] == domain), key=lambda s: s["name"])
+        where = "domain %s%s" % (domain, ", account %s" % account if account else "")
         if lines:
             lines.append("")
         if not mine:
-            lines.append("Stream Report: domain %s: no streams" % domain)
+            lines.append("Stream Report: %s: no streams" % where)
             continue
-        lines += table("Stream Report: domain %s" % domain,
+        lines += table("Stream Report: %s" % where,
                        ["Stream", "Storage", "Placement", "Consumers", "Messages", "Bytes", "Deleted",
                         "Replicas", "Leader"],
                        [[s["name"], s["storage"].capitalize(), _placement(s["placement"]), format_count(s["consumers"]),
@@ -324,7 +326,7 @@ def render_report(streams, replication, domains):
                       key=lambda r: (r["stream"], r["kind"] != "mirror", r["source"]))
         if rows:
             lines.append("")
-            lines += table("Replication Report: domain %s" % domain,
+            lines += table("Replication Report: %s" % where,
                            ["Stream", "Kind", "API Prefix", "Source Stream", "Filters and Transforms", "Active",
                             "Lag", "Status", "Error"],
                            [[r["stream"], r["kind"].capitalize(), r["external_api"], r["source"], r["filter"],

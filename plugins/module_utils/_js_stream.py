@@ -102,6 +102,7 @@ def module_argspec():
         state=dict(type="str", choices=["present", "absent"]),
         on_immutable_change=dict(type="str", choices=["fail", "recreate"]),
         allow_data_loss=dict(type="bool"),
+        creds=dict(type="path"),
     )
     item.update(copy.deepcopy(STREAM_OPTIONS))
     spec = dict(
@@ -120,7 +121,7 @@ class StreamError(Exception):
     """Input or a requested change that cannot be applied, worded for the user."""
 
 
-Desired = namedtuple("Desired", "name state config on_immutable_change allow_data_loss warnings")
+Desired = namedtuple("Desired", "name state config on_immutable_change allow_data_loss warnings creds")
 
 
 def desired_items(params):
@@ -141,22 +142,28 @@ def desired_items(params):
     else:
         if not params.get("name"):
             raise StreamError("one of name or streams is required")
-        items = [params]
+        items = [dict(params, creds=None)]  # the task's creds are the connection's
     result, seen, claimed = [], set(), []
     for item in items:
         desired = desired_from_params(item)
-        if desired.name in seen:
-            raise StreamError("stream %r is declared more than once" % desired.name)
-        seen.add(desired.name)
+        # an item's own creds put it in another account: names and subjects are the account's own
+        if (desired.creds, desired.name) in seen:
+            raise StreamError("stream %r%s is declared more than once" % (desired.name, account_label(desired.creds)))
+        seen.add((desired.creds, desired.name))
         subjects = [(subject, subject.split(".")) for subject in desired.config.get("subjects") or []]
         for subject, tokens in subjects:
-            for other, taken, taken_tokens in claimed:
-                if tokens_collide(tokens, taken_tokens):
+            for creds, other, taken, taken_tokens in claimed:
+                if creds == desired.creds and tokens_collide(tokens, taken_tokens):
                     raise StreamError("stream %r: subjects: %r overlaps %r of stream %r; a message can only go to "
                                       "one stream" % (desired.name, subject, taken, other))
-        claimed.extend((desired.name, subject, tokens) for subject, tokens in subjects)
+        claimed.extend((desired.creds, desired.name, subject, tokens) for subject, tokens in subjects)
         result.append(desired)
     return result
+
+
+def account_label(creds):
+    """How messages name the account of an item with its own creds."""
+    return " (with creds %s)" % creds if creds else ""
 
 
 def desired_from_params(params):
@@ -173,7 +180,7 @@ def desired_from_params(params):
                 (bare_seconds_warning(value, field) for field, value in sorted(given.items()) if value is not None)
                 if text] if state == "present" else []
     return Desired(name, state, config, params.get("on_immutable_change") or "fail",
-                   bool(params.get("allow_data_loss")), warnings)
+                   bool(params.get("allow_data_loss")), warnings, params.get("creds"))
 
 
 # --------------------------------------------------------------------------

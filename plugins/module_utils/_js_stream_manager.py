@@ -9,12 +9,13 @@ collection; jetstream_stream and the modules whose resources are streams
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_placement as js_placement
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JetStream, JetStreamError, NatsClient, NatsClientError)
+    JetStream, JetStreamError, NatsClient, NatsClientError, connection_params)
 
 _ORDER = ("delete", "update", "promote", "recreate", "create")
 _ENVELOPE = ("type", "total", "offset", "limit", "did_create")
@@ -29,14 +30,24 @@ LATE_ROUNDS = 3
 class StreamManager(object):
     """Fetch every declared stream, plan them all, then act on the plans."""
 
-    def __init__(self, module, declared):
+    def __init__(self, module, declared, creds=None):
         self.module = module
         self.declared = declared
+        self.creds = creds  # the items' own creds (another account than the task's), or None
         self.check_mode = module.check_mode
         self.js = None
         self.results = {}
+        self.plans = []
+
+    def where(self):
+        return self.js.where() + js_stream.account_label(self.creds)
 
     def run(self, client):
+        self.plan(client)
+        self.apply_all()
+
+    def plan(self, client):
+        """Read every declared stream, plan each, and check what can be checked before anything is sent."""
         self.js = JetStream(client, domain=self.module.params.get("domain"),
                             api_prefix=self.module.params.get("api_prefix"))
         infos = {}
@@ -44,7 +55,7 @@ class StreamManager(object):
             try:
                 infos[desired.name] = self.info(desired.name)
             except JetStreamError as exc:
-                raise StreamFailure("stream %r %s: %s" % (desired.name, self.js.where(), exc))
+                raise StreamFailure("stream %r %s: %s" % (desired.name, self.where(), exc))
         create_version = None
         if any(infos[d.name] is None and d.state == "present" and js_stream.needs_version(d.config)
                for d in self.declared):
@@ -53,13 +64,16 @@ class StreamManager(object):
         for desired in self.declared:
             info = infos[desired.name]
             version = js_stream.version_from_stream(info) if info else create_version
-            plans.append((desired, js_stream.plan(desired, info, version, self.js.where()), info))
+            plans.append((desired, js_stream.plan(desired, info, version, self.where()), info))
         for desired, plan, info in plans:
             self.results[desired.name] = self.entry(plan, info)
         self.check_placements(client, plans)
         self.warn_missing_origins(client, plans)
+        self.plans = plans
+
+    def apply_all(self):
         for action in _ORDER:
-            for desired, plan, info in plans:
+            for desired, plan, _info in self.plans:
                 if plan.action == action:
                     self.apply(desired, plan)
 
@@ -93,7 +107,7 @@ class StreamManager(object):
 
     def _placement_problem(self, todo, servers, unique_tag, source):
         for desired, plan in todo:
-            problem = js_placement.check(desired.name, self.js.where(), plan.after, servers, unique_tag, source)
+            problem = js_placement.check(desired.name, self.where(), plan.after, servers, unique_tag, source)
             if problem:
                 return problem
         return None
@@ -160,7 +174,7 @@ class StreamManager(object):
                 if state:
                     self.module.warn("stream %r %s: %s: its origin stream %r %s; the server creates the %s anyway "
                                      "and retries until the origin appears" % (
-                                         desired.name, self.js.where(), field, origin, state,
+                                         desired.name, self.where(), field, origin, state,
                                          "mirror" if field == "mirror" else "source"))
 
     def origin_state(self, client, origin, api):
@@ -187,13 +201,15 @@ class StreamManager(object):
 
     def entry(self, plan, info):
         entry = dict(name=plan.name, action=plan.action, changed=False, stream=_stream(info))
+        if self.creds:
+            entry["creds"] = self.creds
         if self.module._diff:
             entry["diff"] = js_stream.diff(plan)
         return entry
 
     def apply(self, desired, plan):
         name = plan.name
-        where = self.js.where()
+        where = self.where()
         requests = dict(delete=["DELETE"], create=["CREATE"], recreate=["DELETE", "CREATE"],
                         update=["UPDATE"], promote=["UPDATE"])[plan.action]
         reply = None
@@ -216,27 +232,67 @@ class StreamManager(object):
         self.results[name]["stream"] = _stream(info)
         if info is None:
             if plan.action != "delete":
-                raise StreamFailure("stream %r %s: not found after %s" % (name, self.js.where(), plan.action))
+                raise StreamFailure("stream %r %s: not found after %s" % (name, where, plan.action))
             return
         missed = js_stream.not_applied(desired.config, info)
         if missed:
             have = js_stream.from_api(info["config"])
-            raise StreamFailure("stream %r %s: the server did not apply %s" % (name, self.js.where(), ", ".join(
+            raise StreamFailure("stream %r %s: the server did not apply %s" % (name, where, ", ".join(
                 "%s (asked %r, has %r)" % (f, _get(desired.config, f), _get(have, f)) for f in missed)))
 
     def result(self, bulk):
-        entries = [self.results[d.name] for d in self.declared if d.name in self.results]
-        result = dict(changed=any(e["changed"] for e in entries), actions=self.js.actions if self.js else [])
-        if bulk:
-            result["streams"] = entries
-            if self.module._diff:
-                result["diff"] = [e["diff"] for e in entries if e["changed"]]
-        elif entries:
-            entry = entries[0]
-            result.update(name=entry["name"], action=entry["action"], stream=entry["stream"])
-            if self.module._diff:
-                result["diff"] = entry["diff"]
-        return result
+        return _summary(self.module, [self.results[d.name] for d in self.declared if d.name in self.results],
+                        self.js.actions if self.js else [], bulk)
+
+
+class AccountStreams(object):
+    """The streams of one module run, per account: items with their own creds (``streams[].creds``) go
+    through a connection of their own, one per creds file, the others through the task's connection.
+    Every account's streams are read, planned and checked before the first change to any of them."""
+
+    def __init__(self, module, declared):
+        self.module = module
+        self.declared = declared
+        groups = {}
+        for desired in declared:
+            groups.setdefault(desired.creds, []).append(desired)
+        self.managers = dict((creds, StreamManager(module, items, creds)) for creds, items in groups.items())
+
+    def run(self):
+        with contextlib.ExitStack() as connections:
+            for creds, manager in self.managers.items():
+                try:
+                    client = connections.enter_context(NatsClient(connection_params(self.module.params, creds)))
+                except NatsClientError as exc:
+                    if not creds:
+                        raise
+                    raise NatsClientError("stream%s %s%s: %s" % (
+                        "s" if len(manager.declared) > 1 else "", ", ".join(repr(d.name) for d in manager.declared),
+                        js_stream.account_label(creds), exc))
+                manager.plan(client)
+            for manager in self.managers.values():
+                manager.apply_all()
+
+    def result(self, bulk):
+        return _summary(self.module, [self.managers[d.creds].results[d.name] for d in self.declared
+                                      if d.name in self.managers[d.creds].results],
+                        [action for manager in self.managers.values() if manager.js for action in manager.js.actions],
+                        bulk)
+
+
+def _summary(module, entries, actions, bulk):
+    """The module's result: ``streams`` (the entries) for the bulk form, the one entry's fields for the single."""
+    result = dict(changed=any(e["changed"] for e in entries), actions=actions)
+    if bulk:
+        result["streams"] = entries
+        if module._diff:
+            result["diff"] = [e["diff"] for e in entries if e["changed"]]
+    elif entries:
+        entry = entries[0]
+        result.update(name=entry["name"], action=entry["action"], stream=entry["stream"])
+        if module._diff:
+            result["diff"] = entry["diff"]
+    return result
 
 
 class StreamFailure(Exception):

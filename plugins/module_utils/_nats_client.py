@@ -120,6 +120,14 @@ def nats_module(argument_spec, jetstream=True, **kwargs):
     return FleetModule(argument_spec=spec, mutually_exclusive=mutually_exclusive, **kwargs)
 
 
+def connection_params(params, creds):
+    """The task's connection options, with the creds file ``creds`` (another account's user) in place
+    of the task's credentials when given."""
+    if not creds:
+        return params
+    return dict(params, creds=creds, nkey_seed=None, user=None, password=None, token=None)
+
+
 def require_nats_py(module):
     if not load_nats_py(module.params.get("servers") or ()):
         module.fail_json(msg=missing_required_lib(NATS_PY), exception=_IMPORT_ERROR)

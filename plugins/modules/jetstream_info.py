@@ -11,7 +11,8 @@ module: jetstream_info
 short_description: Streams and their replication across JetStream domains, like C(nats stream report)
 description:
   - Reads every stream (or the ones named) of one or several JetStream domains over one
-    connection and reports, per stream, messages, bytes, consumers, replicas and leader.
+    connection (and those of other accounts over one connection per account, O(accounts)) and
+    reports, per stream, messages, bytes, consumers, replicas and leader.
   - Reports every mirror and source with its kind, external API prefix, origin stream, when it
     was last active, its lag and the server's error, and a status that flags inactive, lagging
     and (with O(recheck_after)) stalled replication.
@@ -35,6 +36,28 @@ options:
       - A name that no reported domain has is an error.
     type: list
     elements: str
+  accounts:
+    description:
+      - Streams of other accounts to read in the same run, each account through a connection of its own with its
+        creds (to the task's O(servers), with the task's other connection options), in the domains the task reads.
+      - The task's own connection reads O(streams) as before; the rows each item reads carry its name in
+        RV(streams[].account) and RV(replication[].account), and RV(report) has a table per account.
+      - With O(recheck_after), the run waits once for every account.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Name of the account, for the rows and the report.
+        type: str
+        required: true
+      creds:
+        description: Creds file of a user of the account.
+        type: path
+        required: true
+      streams:
+        description: As O(streams), for this account.
+        type: list
+        elements: str
   inactive_after:
     description:
       - A mirror or source not heard from for longer than this (or never) has status V(inactive),
@@ -112,6 +135,20 @@ EXAMPLES = r"""
   retries: 30
   delay: 1
 
+- name: Wait for the copies of two accounts in the hub, in one run
+  nats_edge.fleet.jetstream_info:
+    servers: nats://hub-1:4222
+    domain: hub
+    creds: /etc/nats/admin.creds
+    streams: [aggregate]
+    accounts:
+      - {name: OPS, creds: /etc/nats/ops.creds, streams: [audit-copy]}
+    compare_origins: true
+  register: copies
+  until: copies.replication | rejectattr('status', 'eq', 'ok') | list | length == 0
+  retries: 30
+  delay: 1
+
 - name: One stream, read through the JetStream API imported from another account
   nats_edge.fleet.jetstream_info:
     servers: nats://hub-1:4222
@@ -122,7 +159,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 streams:
-  description: One entry per stream and domain, sorted by domain and name.
+  description: One entry per stream, domain and account, sorted by domain, name and account.
   returned: always
   type: list
   elements: dict
@@ -132,6 +169,9 @@ streams:
       type: str
     domain:
       description: JetStream domain it was read from (C((local)) when the servers have none).
+      type: str
+    account:
+      description: The O(accounts[].name) it was read as; null for the task's own connection.
       type: str
     storage:
       description: V(file) or V(memory).
@@ -195,6 +235,9 @@ replication:
       type: str
     domain:
       description: Its domain.
+      type: str
+    account:
+      description: The O(accounts[].name) it was read as; null for the task's own connection.
       type: str
     kind:
       description: V(mirror) or V(source).
@@ -273,6 +316,7 @@ unanswered:
   elements: dict
 """
 
+import contextlib
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import (
@@ -280,7 +324,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import (
     replication_entries, replication_rows, row_key, stream_row)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
+    JetStream, JetStreamError, NatsClient, NatsClientError, connection_params, nats_module, require_nats_py)
 
 STREAM_NOT_FOUND = 10059
 
@@ -290,6 +334,11 @@ ARGUMENT_SPEC = dict(
     inactive_after=dict(type="raw", default="10s"),
     recheck_after=dict(type="raw"),
     compare_origins=dict(type="bool", default=False),
+    accounts=dict(type="list", elements="dict", options=dict(
+        name=dict(type="str", required=True),
+        creds=dict(type="path", required=True),
+        streams=dict(type="list", elements="str"),
+    )),
 )
 
 
@@ -338,12 +387,13 @@ class DomainReader(object):
 
 
 class Report(object):
-    """Streams and replication of several domains read over one connection."""
+    """Streams and replication of several domains read over one connection, as one account."""
 
-    def __init__(self, module, client, inactive_after):
+    def __init__(self, module, client, inactive_after, account=None):
         self.module = module
         self.client = client
         self.inactive_after = inactive_after
+        self.account = account  # the name of an O(accounts) item, None for the task's own connection
         self.readers = []
         self.streams = []
         self.replication = []
@@ -366,8 +416,14 @@ class Report(object):
             self.readers.append(reader)
             for info in reader.infos:
                 here = domain_of(info, domain)
-                self.streams.append(stream_row(info, here))
-                self.replication.extend(replication_rows(info, here, self.inactive_after))
+                self.streams.append(self._stream_row(info, here))
+                self.replication.extend(self._replication_rows(info, here))
+
+    def _stream_row(self, info, here):
+        return dict(stream_row(info, here), account=self.account)
+
+    def _replication_rows(self, info, here):
+        return [dict(row, account=self.account) for row in replication_rows(info, here, self.inactive_after)]
 
     def compare_origins(self):
         """Read the origin of every mirror and source the server calls current,
@@ -386,9 +442,9 @@ class Report(object):
             fresh = reader.info(name)
             if fresh is None:
                 continue
-            fresh_rows = replication_rows(fresh, here, self.inactive_after)
+            fresh_rows = self._replication_rows(fresh, here)
             self._compare(reader, fresh, fresh_rows)
-            streams.append(stream_row(fresh, here))
+            streams.append(self._stream_row(fresh, here))
             rows.extend(fresh_rows)
         self._replace(streams, rows)
 
@@ -434,12 +490,15 @@ class Report(object):
         fresh_streams = dict(((s["domain"], s["name"]), s) for s in streams)
         self.streams = [fresh_streams.get((s["domain"], s["name"]), s) for s in self.streams]
 
-    def recheck(self, delay):
-        """Read the lagging streams again and mark what did not move as stalled."""
-        lagging = set((r["domain"], r["stream"]) for r in self.replication if r["lag"])
+    def lagging(self):
+        """(domain, stream) of every stream with a lagging mirror or source."""
+        return set((r["domain"], r["stream"]) for r in self.replication if r["lag"])
+
+    def recheck(self, lagging):
+        """Read the ``lagging`` streams again (a while after the first read) and mark what did not move
+        as stalled."""
         if not lagging:
             return
-        time.sleep(delay / 1e9)
         streams, rows, read = [], [], []
         for reader in self.readers:
             for info in reader.infos:
@@ -447,8 +506,8 @@ class Report(object):
                 if (here, info["config"]["name"]) in lagging:
                     fresh = reader.info(info["config"]["name"])
                     if fresh is not None:
-                        fresh_rows = replication_rows(fresh, here, self.inactive_after)
-                        streams.append(stream_row(fresh, here))
+                        fresh_rows = self._replication_rows(fresh, here)
+                        streams.append(self._stream_row(fresh, here))
                         rows.extend(fresh_rows)
                         read.append((reader, fresh, fresh_rows))
         mark_stalled(self.replication, rows, self.streams, streams)
@@ -457,14 +516,45 @@ class Report(object):
                 self._compare(reader, fresh, fresh_rows)
         self._replace(streams, rows)
 
-    def result(self):
-        domains = [reader.label() for reader in self.readers]
-        streams = sorted(self.streams, key=lambda s: (s["domain"], s["name"]))
-        replication = sorted(self.replication, key=lambda r: (r["domain"], r["stream"], r["kind"] != "mirror",
-                                                              r["source"]))
-        return dict(changed=False, streams=streams, replication=replication, domains=domains,
-                    unanswered=self.unanswered, report=render_report(streams, replication, domains),
-                    dot=render_dot(streams, replication))
+    def domains(self):
+        return [reader.label() for reader in self.readers]
+
+    def check_found(self, wanted):
+        """Fail when a stream asked for is in none of the domains read."""
+        found = set(s["name"] for s in self.streams)
+        missing = [name for name in wanted if name not in found]
+        if missing:
+            self.module.fail_json(msg="stream%s %s not found in %s%s" % (
+                "s" if len(missing) > 1 else "", ", ".join(repr(m) for m in missing),
+                ", ".join("domain %s" % d for d in self.domains()),
+                " as account %s" % self.account if self.account else ""), unanswered=self.unanswered)
+
+
+def merged_result(reports):
+    """One result of the reports of every account: rows sorted by domain, stream and account."""
+    domains, streams, replication, unanswered, report = [], [], [], [], []
+    for each in reports:
+        domains += [d for d in each.domains() if d not in domains]
+        streams += each.streams
+        replication += each.replication
+        unanswered += each.unanswered
+        report += ([""] if report else []) + render_report(
+            sorted(each.streams, key=lambda s: (s["domain"], s["name"])), each.replication, each.domains(),
+            account=each.account)
+    streams.sort(key=lambda s: (s["domain"], s["name"], s["account"] or ""))
+    replication.sort(key=lambda r: (r["domain"], r["stream"], r["account"] or "", r["kind"] != "mirror", r["source"]))
+    # the graph tells accounts apart by their domains' names
+    dot = render_dot([_in_account(s, "domain") for s in streams],
+                     [_in_account(_in_account(r, "domain"), "source_domain") if not r["external_api"]
+                      else _in_account(r, "domain") for r in replication])
+    return dict(changed=False, streams=streams, replication=replication, domains=domains, unanswered=unanswered,
+                report=report, dot=dot)
+
+
+def _in_account(row, key):
+    if not row.get("account"):
+        return row
+    return dict(row, **{key: "%s, account %s" % (row[key], row["account"])})
 
 
 def _duration(module, option):
@@ -488,32 +578,39 @@ def main():
         targets = [(domain, None) for domain in params["domains"]]
     else:
         targets = [(params["domain"], params["api_prefix"])]
-    wanted = params["streams"]
+    # the task's own connection, then one per item of accounts
+    readers = [(None, params, params["streams"])] + [
+        (account["name"], connection_params(params, account["creds"]), account["streams"])
+        for account in params["accounts"] or []]
 
+    reports, reading = [], None
     try:
-        with NatsClient(params) as client:
-            report = Report(module, client, inactive_after)
-            report.collect(targets, wanted)
-            if params["compare_origins"]:
-                report.compare_origins()
+        with contextlib.ExitStack() as connections:
+            for account, connection, wanted in readers:
+                reading = account
+                report = Report(module, connections.enter_context(NatsClient(connection)), inactive_after, account)
+                report.collect(targets, wanted)
+                if params["compare_origins"]:
+                    report.compare_origins()
+                reports.append(report)
             if recheck_after is not None:
-                report.recheck(recheck_after)
+                lagging = [report.lagging() for report in reports]
+                if any(lagging):
+                    time.sleep(recheck_after / 1e9)  # once, for every account
+                for report, streams in zip(reports, lagging):
+                    report.recheck(streams)
     except InfoFailure as exc:
         module.fail_json(msg=str(exc))
     except NatsClientError as exc:
-        module.fail_json(msg="cannot read streams: %s" % exc)
+        module.fail_json(msg="cannot read streams%s: %s" % (" as account %s" % reading if reading else "", exc))
 
-    result = report.result()
+    result = merged_result(reports)
     if not result["domains"]:
         module.fail_json(msg="no JetStream domain answered: %s" % "; ".join(
-            "%s: %s" % (u["domain"], u["error"]) for u in report.unanswered), unanswered=report.unanswered)
-    if wanted:
-        found = set(s["name"] for s in result["streams"])
-        missing = [name for name in wanted if name not in found]
-        if missing:
-            module.fail_json(msg="stream%s %s not found in %s" % (
-                "s" if len(missing) > 1 else "", ", ".join(repr(m) for m in missing),
-                ", ".join("domain %s" % d for d in result["domains"])), unanswered=report.unanswered)
+            "%s: %s" % (u["domain"], u["error"]) for u in result["unanswered"]), unanswered=result["unanswered"])
+    for report, (_account, _connection, wanted) in zip(reports, readers):
+        if wanted:
+            report.check_found(wanted)
     module.exit_json(**result)
 
 

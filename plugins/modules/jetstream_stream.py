@@ -39,7 +39,8 @@ options:
   # form at the top level takes them all from there (<<: *stream).
   streams:
     description:
-      - Streams to converge in one run, over one connection (the bulk form).
+      - Streams to converge in one run, over one connection (the bulk form), or one per account when items
+        carry their own O(streams[].creds).
       - Each item takes O(streams[].name) and every stream option of the single form, with the same
         meaning (they are documented once, here, and apply at the top level too). Items without
         O(streams[].state), O(streams[].on_immutable_change) or O(streams[].allow_data_loss) take the task's value.
@@ -48,6 +49,7 @@ options:
         Deletions are sent first, then updates and promotions, then recreations, then creations.
       - A refusal by the server while applying (for example subjects that overlap a stream not in the
         list) stops the run; RV(actions) and RV(streams) then show what was already sent.
+      - Items of several accounts are all read, planned and checked before the first change to any of them.
     type: list
     elements: dict
     suboptions:
@@ -66,6 +68,14 @@ options:
       allow_data_loss:
         description: As O(allow_data_loss); the task's value when left out.
         type: bool
+      creds:
+        description:
+          - Creds file of a user of the account the stream belongs to, when that is not the task's account.
+          - The item is converged through a connection of its own with these creds (one per creds file, shared
+            by the items that give it), to the task's O(servers) with the task's other connection options.
+          - Stream names and subjects are an account's own, so two items may name the same stream when their
+            creds differ.
+        type: path
       <<: &stream
         description:
           description: Description of the stream.
@@ -449,6 +459,21 @@ EXAMPLES = r"""
         storage: memory
         max_age: 1d
 
+- name: The streams of two accounts in the hub, in one run; the other account's items name its creds
+  nats_edge.fleet.jetstream_stream:
+    servers: nats://hub-1:4222
+    domain: hub
+    creds: /etc/nats/admin.creds
+    streams:
+      - name: audit
+        subjects: [audit.>]
+      - name: audit
+        creds: /etc/nats/ops.creds
+        subjects: [audit.>]
+      - name: audit-copy
+        creds: /etc/nats/ops.creds
+        mirror: {name: audit}
+
 - name: Many streams from the inventory, with defaults for every item
   nats_edge.fleet.jetstream_stream:
     servers: nats://hub-1:4222
@@ -534,6 +559,9 @@ streams:
     changed:
       description: Whether the run changed it (or would, in check mode).
       type: bool
+    creds:
+      description: The item's own O(streams[].creds), when it gives them.
+      type: str
     stream:
       description: The stream as the server reports it, as RV(stream).
       type: dict
@@ -567,9 +595,9 @@ diff:
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure, StreamManager
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import AccountStreams, StreamFailure
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    NatsClient, NatsClientError, nats_module, require_nats_py)
+    NatsClientError, nats_module, require_nats_py)
 
 
 def main():
@@ -584,10 +612,9 @@ def main():
             module.warn(warning)
     require_nats_py(module)
     bulk = module.params.get("streams") is not None
-    manager = StreamManager(module, declared)
+    manager = AccountStreams(module, declared)
     try:
-        with NatsClient(module.params) as client:
-            manager.run(client)
+        manager.run()
     except (js_stream.StreamError, StreamFailure, NatsClientError) as exc:
         module.fail_json(msg=str(exc), **manager.result(bulk))
     module.exit_json(**manager.result(bulk))

@@ -370,6 +370,23 @@ def stream_batches(streams, default_account, creds_dir, admins, where="", kind="
     return list(batches.values())
 
 
+def pass_items(batches, key):
+    """Every batch's ``key`` items (``origins`` or ``copies``), each with its batch's creds: the items of one
+    module run that converges the pass for every account at once."""
+    return [dict(item, creds=batch["creds"]) for batch in batches or [] for item in batch.get(key) or []]
+
+
+def copy_waits(batches):
+    """Per account (in batch order), the JetStream streams of its copies, from any number of
+    stream_batches results (streams, buckets, object stores): [{name, creds, streams}]."""
+    waits = {}
+    for batch in batches or []:
+        if batch.get("copy_streams"):
+            wait = waits.setdefault(batch["account"], {"name": batch["account"], "creds": batch["creds"], "streams": []})
+            wait["streams"].extend(batch["copy_streams"])
+    return list(waits.values())
+
+
 def consumers(items, default_account, creds_dir, admins):
     """Consumers with the creds of their account: [{args, creds, account}]."""
     out = []

@@ -182,6 +182,12 @@ ROWS = [
     ("consumer-sample-freq", CONSUMER, dict(WORKERS, sample_freq="200%"), "sample_freq"),
     ("consumer-start-time-bad", CONSUMER, dict(WORKERS, deliver_policy="by_start_time", opt_start_time="noon"),
      "opt_start_time: 'noon' is not a time"),
+    ("stream-item-creds-garbage", STREAM, dict(JS, streams=[{"name": "NEWS", "subjects": ["news.>"]}, {
+        "name": "ELSEWHERE", "creds": "{garbage}", "subjects": ["elsewhere"]}]),
+     "stream 'ELSEWHERE' (with creds {garbage}): creds: {garbage} is not a NATS creds"),
+    ("stream-item-twice-in-account", STREAM, dict(JS, streams=[
+        {"name": "NEWS", "creds": "{other_creds}"}, {"name": "NEWS", "creds": "{other_creds}"}]),
+     "stream 'NEWS' (with creds {other_creds}) is declared more than once"),
     ("consumer-unknown-option", CONSUMER, dict(WORKERS, ack_wiat="5s"), "Unsupported parameters"),
     ("consumer-missing-stream", CONSUMER, dict(WORKERS, stream="NOPE"), "consumer 'workers' on stream 'NOPE'"),
     ("consumer-immutable", CONSUMER, dict(WORKERS, deliver_policy="new"), "consumer 'workers' on stream 'ORDERS'"),
@@ -196,6 +202,12 @@ ROWS = [
     ("info-unknown-option", INFO, dict(JS, domians=["hub"]), "Unsupported parameters"),
     ("info-dead-server", INFO, dict(JS, servers=["nats://127.0.0.1:{dead}"]), "cannot connect"),
     ("info-creds-missing", INFO, dict(JS, creds="{missing}"), "creds: {missing} does not exist"),
+    ("info-account-creds-garbage", INFO, dict(JS, accounts=[{"name": "OTHER", "creds": "{garbage}"}]),
+     "cannot read streams as account OTHER: creds: {garbage} is not a NATS creds"),
+    ("info-account-unknown-stream", INFO, dict(JS, accounts=[{"name": "OTHER", "creds": "{other_creds}",
+                                                              "streams": ["ORDERS"]}]),
+     "stream 'ORDERS' not found in domain (local) as account OTHER"),
+    ("info-account-no-creds", INFO, dict(JS, accounts=[{"name": "OTHER"}]), "missing required arguments: creds"),
     # -- nsc_operator ---------------------------------------------------------------------------------------------
     ("operator-name-space", OPERATOR, dict(operator="my op"), "operator name: 'my op' is not a valid name"),
     ("operator-name-slash", OPERATOR, dict(operator="a/b"), "'a/b' is not a valid name"),

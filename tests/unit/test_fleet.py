@@ -106,6 +106,21 @@ def test_stream_batches_put_origins_before_copies():
         _fleet.stream_batches([{"name": "s", "account": "NOUSERS"}], "TEST", "/c", {})
 
 
+def test_a_pass_is_every_accounts_items_with_their_creds_and_the_waits_are_per_account():
+    streams = _fleet.stream_batches(
+        [{"name": "cnc", "subjects": ["cnc"]}, {"name": "x", "account": "IMP", "mirror": {"name": "agg"}},
+         {"name": "y", "account": "IMP", "subjects": ["y"]}], "TEST", "/c", {"TEST": "leaf", "IMP": "i"})
+    kv = _fleet.stream_batches([{"name": "cfg", "mirror": {"name": "cfg", "domain": "hub"}}], "TEST", "/c",
+                               {"TEST": "leaf"}, kind="kv")
+    assert _fleet.pass_items(streams, "origins") == [{"name": "cnc", "subjects": ["cnc"], "creds": "/c/TEST/leaf.creds"},
+                                                     {"name": "y", "subjects": ["y"], "creds": "/c/IMP/i.creds"}]
+    assert _fleet.pass_items(streams, "copies") == [{"name": "x", "mirror": {"name": "agg"}, "creds": "/c/IMP/i.creds"}]
+    assert _fleet.copy_waits(streams + kv) == [
+        {"name": "IMP", "creds": "/c/IMP/i.creds", "streams": ["x"]},
+        {"name": "TEST", "creds": "/c/TEST/leaf.creds", "streams": ["KV_cfg"]}]
+    assert _fleet.copy_waits([]) == [] and _fleet.pass_items(None, "origins") == []
+
+
 def test_contexts_one_per_domain_and_sys():
     domains = {"hub": {"hosts": ["h1"], "urls": ["nats://h1:4222"], "leader": "h1"},
                "spoke-1": {"hosts": ["s1"], "urls": ["nats://s1:4222"], "leader": "s1"}}

@@ -231,6 +231,21 @@ def test_a_stream_declared_twice_is_refused():
         js.desired_items(top(streams=[item("A"), item("A")]))
 
 
+def test_items_with_their_own_creds_are_another_accounts_names_and_subjects():
+    items = js.desired_items(top(creds="/c/A.creds", streams=[
+        item("test", subjects=["test"]), item("test", creds="/c/B.creds", subjects=["test"])]))
+    assert [(d.name, d.creds) for d in items] == [("test", None), ("test", "/c/B.creds")]
+    with pytest.raises(js.StreamError, match=r"'test' \(with creds /c/B.creds\) is declared more than once"):
+        js.desired_items(top(streams=[item("test", creds="/c/B.creds"), item("test", creds="/c/B.creds")]))
+    with pytest.raises(js.StreamError, match="overlaps"):
+        js.desired_items(top(streams=[item("A", creds="/c/B.creds", subjects=["a.>"]),
+                                      item("B", creds="/c/B.creds", subjects=["a.b"])]))
+
+
+def test_the_single_form_takes_the_task_creds_as_its_connection():
+    assert js.desired_items(dict(params(), creds="/c/A.creds"))[0].creds is None
+
+
 def test_streams_of_one_list_cannot_share_subjects():
     overlap = "stream 'B': subjects: 'orders.eu.>' overlaps 'orders.\\*.>' of stream 'A'"
     with pytest.raises(js.StreamError, match=overlap):

@@ -38,6 +38,25 @@ def test_cluster_routes_come_from_the_group_at_each_peers_address_and_port():
     assert conf["cluster"]["routes"] == ["nats-route://10.0.0.2:6333", "nats-route://hub3.example.net:6222"]
 
 
+class PeersOnly(dict):
+    """Every host's variables, as ansible-core's lazy hostvars: reading one host's is fine, walking all
+    of them (rendering every host's variables, for every host of the play) is what the filter must not do."""
+
+    def __iter__(self):
+        raise AssertionError("every host's variables were walked")
+
+    def items(self):
+        raise AssertionError("every host's variables were walked")
+
+    keys = values = items
+
+
+def test_the_config_filter_reads_only_the_peers_variables():
+    from ansible_collections.nats_edge.fleet.plugins.filter.nats_server import nats_server_config
+    conf = nats_server_config(settings(cluster_group="hub", cluster_name="hub", hostvars=PeersOnly(HOSTVARS)))
+    assert conf["cluster"]["routes"] == ["nats-route://10.0.0.2:6333", "nats-route://hub3.example.net:6222"]
+
+
 def test_unknown_cluster_group_names_the_field():
     with pytest.raises(sc.ConfigError, match="nats_server_cluster_group: group 'nope'"):
         sc.build_config(settings(cluster_group="nope", cluster_name="x"))
