@@ -138,6 +138,8 @@ def desired_items(params):
             for key in CONTROL_OPTIONS:
                 if merged.get(key) is None:
                     merged[key] = params.get(key)
+            if merged.get("creds") and merged["creds"] == params.get("creds"):
+                merged["creds"] = None  # the task's own creds: the task's connection and account
             items.append(merged)
     else:
         if not params.get("name"):

@@ -74,7 +74,7 @@ options:
           - The item is converged through a connection of its own with these creds (one per creds file, shared
             by the items that give it), to the task's O(servers) with the task's other connection options.
           - Stream names and subjects are an account's own, so two items may name the same stream when their
-            creds differ.
+            creds differ. An item that gives the task's own O(creds) is in the task's account.
         type: path
       <<: &stream
         description:

@@ -242,6 +242,11 @@ def test_items_with_their_own_creds_are_another_accounts_names_and_subjects():
                                       item("B", creds="/c/B.creds", subjects=["a.b"])]))
 
 
+def test_an_item_naming_the_tasks_own_creds_is_in_the_tasks_account():
+    with pytest.raises(js.StreamError, match="'test' is declared more than once"):
+        js.desired_items(top(creds="/c/A.creds", streams=[item("test"), item("test", creds="/c/A.creds")]))
+
+
 def test_the_single_form_takes_the_task_creds_as_its_connection():
     assert js.desired_items(dict(params(), creds="/c/A.creds"))[0].creds is None
 
