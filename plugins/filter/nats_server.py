@@ -10,16 +10,15 @@ turns its ``ConfigError`` into an ``AnsibleFilterError`` naming the field.
 from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
-from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import filter_decorator, plain
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import filter_decorator
 
 
 _filter = filter_decorator(sc.ConfigError, "nats_server")
 
 
-@_filter(raw=('settings',))
+@_filter
 def nats_server_config(settings):
-    # every host's variables stay lazy: only the peers' addresses and ports are read from them
-    return sc.build_config(dict((key, value if key == "hostvars" else plain(value)) for key, value in settings.items()))
+    return sc.build_config(dict(settings))
 
 
 @_filter

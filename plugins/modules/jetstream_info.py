@@ -538,9 +538,8 @@ def merged_result(reports):
         streams += each.streams
         replication += each.replication
         unanswered += each.unanswered
-        report += ([""] if report else []) + render_report(
-            sorted(each.streams, key=lambda s: (s["domain"], s["name"])), each.replication, each.domains(),
-            account=each.account)
+        report += ([""] if report else []) + render_report(each.streams, each.replication, each.domains(),
+                                                           account=each.account)
     streams.sort(key=lambda s: (s["domain"], s["name"], s["account"] or ""))
     replication.sort(key=lambda r: (r["domain"], r["stream"], r["account"] or "", r["kind"] != "mirror", r["source"]))
     # the graph tells accounts apart by their domains' names

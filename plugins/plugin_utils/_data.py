@@ -15,9 +15,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
+from ansible.vars.hostvars import HostVars
+
 
 def plain(value):
-    """``value`` with every mapping a dict and every list or tuple a list (scalars as they are)."""
+    """``value`` with every mapping a dict and every list or tuple a list (scalars as they are). Every
+    host's variables (``hostvars``), wherever they sit in ``value``, stay as they are: made plain, each
+    host would render every host's variables, a cost that grows with the square of the hosts."""
+    if isinstance(value, HostVars):
+        return value
     if isinstance(value, Mapping):
         return {key: plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
