@@ -47,7 +47,7 @@ def nats_fleet_leaf_remotes(remotes, account_ids, system_account_id, creds_dir, 
     return _fleet.leaf_remotes(remotes, account_ids, system_account_id, creds_dir, system_user, host)
 
 
-@_filter(raw=('hostvars',))
+@_filter
 def nats_fleet_domains(hostvars, hosts):
     return _fleet.domains(hostvars, hosts)
 
@@ -67,7 +67,7 @@ def nats_fleet_stream_batches(streams, default_account, creds_dir, admins, where
     return _fleet.stream_batches(streams, default_account, creds_dir, admins, where, kind, files_dir)
 
 
-@_filter(raw=('hostvars',))
+@_filter
 def nats_fleet_object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_dir, domain=""):
     return _fleet.object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_dir, domain)
 

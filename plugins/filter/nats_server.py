@@ -68,7 +68,7 @@ def nats_server_profile(memtotal_mb, mounts, store_dir, **limits):
     return sc.resource_profile(memtotal_mb, mounts, store_dir, **limits)
 
 
-@_filter(raw=('hostvars',))
+@_filter
 def nats_server_peer_urls(members, hostvars, scheme, port_var, default_port, self_name=None):
     return sc.peer_urls(members, hostvars, scheme, port_var, default_port, self_name)
 

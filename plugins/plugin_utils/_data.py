@@ -31,28 +31,21 @@ def plain(value):
     return value
 
 
-def plain_call(func, args, kwargs, raw=()):
-    """``func(*args, **kwargs)`` with plain arguments, but for those named in ``raw`` (hostvars:
-    rendering every host's variables would cost more than it saves)."""
-    names = func.__code__.co_varnames[:func.__code__.co_argcount]
-    args = [arg if name in raw else plain(arg) for name, arg in zip(names, args)] + [plain(a) for a in args[len(names):]]
-    kwargs = {key: arg if key in raw else plain(arg) for key, arg in kwargs.items()}
-    return func(*args, **kwargs)
+def plain_call(func, args, kwargs):
+    """``func(*args, **kwargs)`` with plain arguments."""
+    return func(*[plain(arg) for arg in args], **{key: plain(arg) for key, arg in kwargs.items()})
 
 
 def filter_decorator(error, prefix):
-    """A decorator (``@deco`` or ``@deco(raw=("hostvars",))``) that calls a filter through
-    ``plain_call`` and reports ``error`` as an ``AnsibleFilterError`` starting with ``prefix``."""
+    """A decorator that calls a filter through ``plain_call`` and reports ``error`` as an
+    ``AnsibleFilterError`` starting with ``prefix``."""
     from ansible.errors import AnsibleFilterError
 
-    def decorate(func=None, raw=()):
-        if func is None:
-            return functools.partial(decorate, raw=raw)
-
+    def decorate(func):
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             try:
-                return plain_call(func, args, kwargs, raw)
+                return plain_call(func, args, kwargs)
             except error as exc:
                 raise AnsibleFilterError("%s: %s" % (prefix, exc))
 
