@@ -1,16 +1,19 @@
 """After the rollouts: every node on the new version with the old one kept,
 no acknowledged message lost or duplicated, and the arm64 edge device (run
-under qemu-user) joined to the hub as a leaf with its small-device limits."""
+under qemu-user) joined to the hub as a leaf with its small-device limits.
+rollout-ci, the CI-sized cut, runs these without the arm64 device."""
 
 import json
 import os
 
 import pytest
 
-from lab_hosts import monitor
+from lab_hosts import instances, monitor
 
-NODES = ["hub1", "hub2", "hub3", "site1", "site2", "pi1"]
+NODES = [name for name in ["hub1", "hub2", "hub3", "site1", "site2", "pi1"] if name in instances()]
+EDGE_PUBLISHERS = ["site1"] + [name for name in ["pi1"] if name in NODES]
 MIB = 1024 * 1024
+arm64_device = pytest.mark.skipif("pi1" not in NODES, reason="the CI-sized cut has no arm64 device")
 
 
 @pytest.mark.parametrize("name", NODES)
@@ -27,16 +30,16 @@ def test_no_acknowledged_message_was_lost_or_duplicated():
     with open(path, encoding="utf-8") as handle:
         result = json.load(handle)
     assert (result["lost"], result["duplicated"]) == (0, 0)
-    assert set(result["publishers"]) == {"hub", "site1", "pi1"}
+    assert set(result["publishers"]) == {"hub"} | set(EDGE_PUBLISHERS)
     # each node of the first rollout had a turn while the load ran
-    assert {"hub1", "hub2", "hub3", "site1", "pi1"} <= {node["host"] for node in result["nodes"]}
+    assert set(NODES) - {"site2"} <= {node["host"] for node in result["nodes"]}
 
 
 def test_the_hub_sees_every_edge_site_as_a_leaf(lab):
     names = set()
     for hub in ("hub1", "hub2", "hub3"):
         names |= {leaf["name"] for leaf in monitor(lab[hub], "leafz")["leafs"]}
-    assert {"site1", "site2", "pi1"} <= names
+    assert set(NODES) - {"hub1", "hub2", "hub3"} <= names
 
 
 def elf_machine(host, path):
@@ -47,6 +50,7 @@ def elf_machine(host, path):
     return int(machine)
 
 
+@arm64_device
 def test_the_arm64_device_runs_an_arm64_build_under_emulation(lab):
     pi1 = lab["pi1"]
     assert pi1.check_output("uname -m") == "aarch64"
@@ -55,6 +59,7 @@ def test_the_arm64_device_runs_an_arm64_build_under_emulation(lab):
     assert pi1.service("nats-server").is_running
 
 
+@arm64_device
 def test_the_arm64_device_is_a_leaf_with_its_own_domain_and_small_limits(lab):
     pi1 = lab["pi1"]
     varz = monitor(pi1, "varz")
