@@ -20,7 +20,13 @@ from /proc/stat), with the share of the machine's cores that was busy. On a mach
 step's time is its CPU over the cores, so the time per site stays flat while the CPU per site does. Options set forks and fact caching (`--forks`,
 `--fact-cache`) so the tuning is measured, not guessed. Needs root (podman).
 
+`--idle M` tells the lab's cost from the controller's: M more edge sites (`idle001`...) are converged
+first with the hub, untimed, and keep running (their servers leaf-linked to the hub) while the N
+sites are converged beside them, from an inventory without them. Every run converges the hub first
+(`warm-up`, untimed), so runs with and without idle sites differ in those sites alone.
+
     .venv/bin/python bench/bench_fleet.py --sites 10 30 100 --forks 50
+    .venv/bin/python bench/bench_fleet.py --sites 10 --idle 0 90 --skip-noop --skip-rollout
 """
 
 from __future__ import annotations
@@ -171,7 +177,16 @@ def inventory(lab, work, args):
     path = os.path.join(work, "inventory.json")
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(inv, handle)
-    return path
+    # the warm-up's: the hub and the idle sites as the fleet's servers, the measured sites left out
+    idle = sorted(children.pop("idle_sites", {}).get("hosts", {}))
+    for group in ("nats_servers", "spokes"):
+        members = children.get(group, {}).get("hosts", {})
+        children.setdefault(group, {})["hosts"] = dict.fromkeys(
+            [host for host in members if group == "nats_servers" and host not in children["spokes"]["hosts"]] + idle)
+    warm = os.path.join(work, "warm-up.json")
+    with open(warm, "w", encoding="utf-8") as handle:
+        json.dump(inv, handle)
+    return path, warm
 
 
 def hub_memory(lab):
@@ -217,19 +232,23 @@ def timed(row, name, argv, env):
     return proc
 
 
-def measure(sites, args):
-    lab = "%s-%d" % (args.lab, sites)
+def measure(sites, args, idle=None):
+    lab = "%s-%d" % (args.lab, sites) + ("-idle%d" % idle if idle is not None else "")
     hosts = ["mirror:mirror", "hub1:nats_servers,hub"] + ["edge%03d:nats_servers,spokes" % i for i in range(1, sites + 1)]
+    hosts += ["idle%03d:idle_sites" % i for i in range(1, (idle or 0) + 1)]
     run([LAB, "down", "--lab", lab], check=False)
     up, _proc = run([LAB, "up", "--lab", lab, *hosts])
     try:
         with tempfile.TemporaryDirectory(prefix="bench-fleet-") as work:
             mirror(lab, work)
-            inv = inventory(lab, work, args)
+            inv, warm = inventory(lab, work, args)
             env = environment(args, work)
             playbook = [os.path.join(BIN, "ansible-playbook"), "-i", inv]
             play = "nats_edge.fleet." + args.play
             row = {"sites": sites, "up": up, "forks": args.forks, "play": play}
+            if idle is not None:
+                row["idle"] = idle
+                timed(row, "warm-up", [os.path.join(BIN, "ansible-playbook"), "-i", warm, play], env)
             timed(row, "ping", [os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"], env)
             timed(row, "converge", playbook + [play], env)
             row["hub MB converge"] = hub_memory(lab)
@@ -270,6 +289,8 @@ def main():
     parser.add_argument("--play", choices=["site", "servers"], default="site",
                         help="site: the fleet play in operator mode; servers: the servers stage alone, no operator mode")
     parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--idle", type=int, nargs="+",
+                        help="for each N, a run per value M with M idle edge sites running beside the N converged")
     parser.add_argument("--leaf-compression", help="leaf link compression at the hub and on every remote (e.g. off, "
                         "s2_fast); nats-server's default s2_auto picks a stronger level as round trips grow")
     parser.add_argument("--hub-memory", default="1GiB",
@@ -284,9 +305,11 @@ def main():
         "CPU s per site (controller/machine) converge, rollout; load (mean/max) converge, rollout; "
         "node turn s (mean/max); hub MB after converge, rollout"))
     nan = float("nan")
-    for sites in args.sites:
-        row = measure(sites, args)
+    for sites, idle in [(sites, idle) for sites in args.sites for idle in args.idle or [None]]:
+        row = measure(sites, args, idle)
         rows.append(row)
+        if idle is not None:
+            print("%6s idle sites beside the %d: %d (hub warm-up %.1f s)" % ("", sites, idle, row["warm-up"]))
         rollout = row.get("rollout", nan)
         turn = row.get("turn") or [nan]
         print("%6d %7.1f %7.1f %9.1f %8.2f %7.1f %8.1f %8.2f %9.1f %9.1f  %.2f/%.2f, %.2f/%.2f; %.1f/%.1f, %.1f/%.1f; "
