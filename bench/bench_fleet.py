@@ -179,10 +179,10 @@ def inventory(lab, work, args):
         json.dump(inv, handle)
     # the warm-up's: the hub and the idle sites as the fleet's servers, the measured sites left out
     idle = sorted(children.pop("idle_sites", {}).get("hosts", {}))
-    for group in ("nats_servers", "spokes"):
-        members = children.get(group, {}).get("hosts", {})
-        children.setdefault(group, {})["hosts"] = dict.fromkeys(
-            [host for host in members if group == "nats_servers" and host not in children["spokes"]["hosts"]] + idle)
+    edges = children["spokes"]["hosts"]
+    children["nats_servers"]["hosts"] = dict.fromkeys(
+        [host for host in children["nats_servers"]["hosts"] if host not in edges] + idle)
+    children["spokes"]["hosts"] = dict.fromkeys(idle)
     warm = os.path.join(work, "warm-up.json")
     with open(warm, "w", encoding="utf-8") as handle:
         json.dump(inv, handle)
@@ -214,9 +214,10 @@ def environment(args, work):
     return env
 
 
-def timed(row, name, argv, env):
+def timed(row, name, argv, env, sites=None):
     """Run one step, keeping its time and the load average while it ran (printed at once: a run cut short
-    still leaves the steps it finished)."""
+    still leaves the steps it finished); per site is per measured site unless ``sites`` says how many the step
+    converges."""
     machine, controller = busy_cpu_seconds(), controller_cpu_seconds()
     with LoadAverage() as load:
         row[name], proc = run(argv, env=env)
@@ -224,7 +225,7 @@ def timed(row, name, argv, env):
     row["cpu controller " + name] = controller_cpu_seconds() - controller
     row["cpu machine " + name] = busy_cpu_seconds() - machine
     row["busy " + name] = row["cpu machine " + name] / (row[name] * CORES)
-    sites = row["sites"]
+    sites = sites or row["sites"]
     print("  %d sites: %s %.1f s (%.2f s per site), load %.1f/%.1f; CPU per site: controller %.2f s, machine %.2f s; "
           "%.0f%% of %d cores busy" % (
               sites, name, row[name], row[name] / sites, *row["load " + name], row["cpu controller " + name] / sites,
@@ -248,7 +249,7 @@ def measure(sites, args, idle=None):
             row = {"sites": sites, "up": up, "forks": args.forks, "play": play}
             if idle is not None:
                 row["idle"] = idle
-                timed(row, "warm-up", [os.path.join(BIN, "ansible-playbook"), "-i", warm, play], env)
+                timed(row, "warm-up", [os.path.join(BIN, "ansible-playbook"), "-i", warm, play], env, sites=max(idle, 1))
             timed(row, "ping", [os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"], env)
             timed(row, "converge", playbook + [play], env)
             row["hub MB converge"] = hub_memory(lab)
