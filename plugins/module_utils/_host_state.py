@@ -155,6 +155,26 @@ def read_group(name):
     return {"exists": True, "gid": entry.gr_gid}
 
 
+# The subsets ansible.builtin.setup gathers whatever it is asked for.
+MINIMAL_FACTS = frozenset(["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips", "local",
+                           "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"])
+
+
+def gather_facts(module, subset, timeout=10):
+    """The host's facts of ``subset``, gathered and named as ansible.builtin.setup gathers and names them."""
+    from ansible.module_utils.facts import ansible_collector, default_collectors
+    from ansible.module_utils.facts.namespace import PrefixFactNamespace
+
+    try:
+        collector = ansible_collector.get_ansible_collector(
+            all_collector_classes=default_collectors.collectors,
+            namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
+            filter_spec=[], gather_subset=subset, gather_timeout=timeout, minimal_gather_subset=MINIMAL_FACTS)
+    except Exception as exc:  # an unknown subset name, as setup reports it
+        module.fail_json(msg="gather_subset: %s" % exc)
+    return collector.collect(module=module)
+
+
 class HostReader(object):
     """The readings that run a command on the host (package manager, systemctl, a Python)."""
 

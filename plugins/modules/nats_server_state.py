@@ -19,6 +19,8 @@ description:
     the running server's C(/varz) from its monitoring port.
   - Reads only; nothing on the host changes. A part that cannot be read (no such file, no
     package manager, a server that does not answer) is reported as absent, not as a failure.
+  - With O(gather_subset), the same call also gathers the host's facts, as C(ansible.builtin.setup)
+    does with that subset, so a play that needs both pays one round trip instead of two.
 author:
   - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
@@ -54,8 +56,18 @@ options:
     description: Seconds to wait for the monitoring port and for each command.
     type: float
     default: 5
+  gather_subset:
+    description:
+      - Gather these subsets of the host's facts too, with the collectors and the subset names of
+        C(ansible.builtin.setup) (such as V(min), V(hardware), V(network), V(!virtual)), and return them
+        as C(ansible_facts), which Ansible keeps as the host's facts.
+      - Custom facts (C(facts.d)) are not read, so C(ansible_local) is empty.
+      - Left out, no facts are gathered.
+    type: list
+    elements: str
 notes:
-  - The role calls it with every path it manages; it is also useful alone, to see a host's state.
+  - The role calls it with every path it manages, and with O(gather_subset) when the play has not
+    gathered facts; it is also useful alone, to see a host's state.
 """
 
 EXAMPLES = r"""
@@ -72,6 +84,12 @@ EXAMPLES = r"""
       - /etc/nats-server/nats-server.conf
     monitor_url: http://127.0.0.1:8222
   register: nats_state
+
+- name: The same, gathering the facts a config is derived from in the same round trip
+  nats_edge.fleet.nats_server_state:
+    binary: /usr/local/bin/nats-server
+    service: nats-server
+    gather_subset: [min, hardware, network]
 
 - name: Show the version the server runs
   ansible.builtin.debug:
@@ -134,13 +152,18 @@ varz_error:
   description: Why C(/varz) could not be read, empty when it was.
   returned: when O(monitor_url) is given
   type: str
+ansible_facts:
+  description: The host's facts of O(gather_subset), named as C(ansible.builtin.setup) names them.
+  returned: when O(gather_subset) is given
+  type: dict
+  sample: {"ansible_architecture": "x86_64", "ansible_memtotal_mb": 3916, "ansible_service_mgr": "systemd"}
 """
 
 import json
 import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import (
-    HostReader, describe_path, read_group, read_user)
+    HostReader, describe_path, gather_facts, read_group, read_user)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 
 ARGUMENT_SPEC = dict(
@@ -152,6 +175,7 @@ ARGUMENT_SPEC = dict(
     paths=dict(type="list", elements="path", default=[]),
     monitor_url=dict(type="str"),
     timeout=dict(type="float", default=5),
+    gather_subset=dict(type="list", elements="str"),
 )
 
 
@@ -198,6 +222,8 @@ def main():
         result["service"] = host.service(params["service"] + ".service")
     if params["monitor_url"]:
         result["varz"], result["varz_error"] = host.varz(params["monitor_url"])
+    if params["gather_subset"] is not None:
+        result["ansible_facts"] = gather_facts(module, params["gather_subset"])
     module.exit_json(**result)
 
 

@@ -40,6 +40,48 @@ def test_a_server_that_does_not_answer_and_a_missing_binary_are_reported_not_fai
     assert result["files"] == {} and result["mtimes"] == {}
 
 
+def test_the_read_gathers_the_facts_setup_gathers_and_ansible_keeps_them(tmp_path):
+    """gather_subset: the role's one round trip gathers what setup would, and Ansible keeps them as the host's facts."""
+    import json as _json
+    from conftest import run_playbook
+    out = run_playbook(tmp_path, """
+        - name: Read, gathering facts
+          nats_edge.fleet.nats_server_state:
+            binary: %s
+            gather_subset: [min, hardware, network]
+          register: read
+        - name: What the play now knows, before setup runs
+          ansible.builtin.set_fact:
+            known: "{{ {'arch': ansible_facts.architecture, 'mem': ansible_memtotal_mb, 'mgr': ansible_service_mgr,
+                        'ipv4': ansible_default_ipv4 | default({}), 'mounts': ansible_mounts | map(attribute='mount') | list,
+                        'keys': read.ansible_facts.keys() | list} }}"
+        - name: Setup with the same subset
+          ansible.builtin.setup:
+            gather_subset: [min, hardware, network]
+          register: setup
+        - name: Compare
+          ansible.builtin.copy:
+            content: "{{ {'known': known, 'setup_keys': setup.ansible_facts.keys() | list,
+                          'setup': {'arch': ansible_facts.architecture, 'mem': ansible_memtotal_mb,
+                                    'mgr': ansible_service_mgr, 'ipv4': ansible_default_ipv4 | default({}),
+                                    'mounts': ansible_mounts | map(attribute='mount') | list}} | to_json }}"
+            dest: %s
+            mode: "0600"
+        - name: An unknown subset is refused by name
+          nats_edge.fleet.nats_server_state:
+            gather_subset: [min, hardwear]
+          register: bad
+          failed_when: bad is not failed or 'hardwear' not in bad.msg
+    """ % (tmp_path / "nats-server", tmp_path / "out.json"))
+    assert out.returncode == 0, out.stdout[-3000:]
+    found = _json.loads((tmp_path / "out.json").read_text())
+    known, setup = found["known"], found["setup"]
+    assert set(known.pop("keys")) == set(found["setup_keys"]), found
+    assert known["arch"] == setup["arch"] and known["mgr"] == setup["mgr"] and known["mounts"] == setup["mounts"]
+    assert known["ipv4"].get("address") == setup["ipv4"].get("address")
+    assert abs(known["mem"] - setup["mem"]) <= 1, found
+
+
 def test_the_checksum_lookup_reads_bytes_and_reports_missing_files_with_details(tmp_path):
     """What the role compares a pushed binary with, and the fleet play its nats contexts."""
     import hashlib

@@ -104,11 +104,13 @@ def test_every_nats_module_is_in_the_action_group():
 RESERVED_RESULT_KEYS = {"failed", "skipped", "changed", "unreachable", "ansible_facts", "rc", "results",
                         "invocation", "warnings", "deprecations", "exception", "msg", "skip_reason",
                         "stdout", "stderr", "stdout_lines", "stderr_lines", "module_stdout", "module_stderr"}
+# Modules that return a reserved key for what Ansible does with it: facts the host keeps.
+INTENDED = {"nats_server_state": {"ansible_facts"}}
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_no_returned_key_is_one_ansible_interprets(name):
     module = importlib.import_module("%s.modules.%s" % (PACKAGE, name))
-    keys = set(yaml.safe_load(module.RETURN))
+    keys = set(yaml.safe_load(module.RETURN)) - INTENDED.get(name, set())
     assert not keys & RESERVED_RESULT_KEYS
     assert not [key for key in keys if key.startswith(("_ansible", "ansible_"))]
