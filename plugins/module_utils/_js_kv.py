@@ -297,3 +297,38 @@ def deleted_meta(bucket, current, mtime):
 def meta_differs(current, description, metadata):
     return ((current.get("description") or None) != (description or None)
             or (current.get("metadata") or {}) != dict((str(k), str(v)) for k, v in (metadata or {}).items()))
+
+
+def declared_buckets(params):
+    """[(bucket name, its options, state)] of the single or the bulk form."""
+    if params.get("buckets") is not None:
+        stray = sorted(k for k in KV_OPTIONS if params.get(k) is not None)
+        if params.get("name") or stray:
+            raise BucketError("set bucket options inside each item of buckets, not next to it (found: %s)"
+                              % ", ".join((["name"] if params.get("name") else []) + stray))
+        items = [(b["name"], b, b.get("state") or params["state"]) for b in params["buckets"]]
+    elif params.get("name"):
+        items = [(params["name"], params, params["state"])]
+    else:
+        raise BucketError("one of name or buckets is required")
+    for name, options, state in items:
+        check_bucket("key-value", name)
+        if options.get("mirror") and options.get("entries") is not None:
+            raise BucketError("bucket %r: entries: a mirror is read-only; set the entries on its origin %r" % (
+                name, options["mirror"]["name"]))
+        if options.get("exclusive") and options.get("entries") is None:
+            raise BucketError("bucket %r: exclusive needs entries" % name)
+        if state == "present":
+            for key in options.get("entries") or {}:
+                check_key(name, str(key))
+    return items
+
+
+def bucket_stream_items(items):
+    streams = []
+    for name, options, state in items:
+        item = kv_stream(name, options) if state == "present" else {"name": "KV_" + name}
+        # a bucket is never recreated: its values would be lost
+        item.update(state=state, on_immutable_change="fail", allow_data_loss=False)
+        streams.append(item)
+    return streams

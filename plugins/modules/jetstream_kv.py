@@ -250,10 +250,10 @@ deleted:
 """
 
 import copy
-import json
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import Entries
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure, StreamManager
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     NatsClient, NatsClientError, nats_module, require_nats_py)
@@ -268,84 +268,13 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def declared(params):
-    """[(bucket name, its options, state)] of the single or the bulk form."""
-    if params.get("buckets") is not None:
-        stray = sorted(k for k in kv.KV_OPTIONS if params.get(k) is not None)
-        if params.get("name") or stray:
-            raise kv.BucketError("set bucket options inside each item of buckets, not next to it (found: %s)"
-                                 % ", ".join((["name"] if params.get("name") else []) + stray))
-        items = [(b["name"], b, b.get("state") or params["state"]) for b in params["buckets"]]
-    elif params.get("name"):
-        items = [(params["name"], params, params["state"])]
-    else:
-        raise kv.BucketError("one of name or buckets is required")
-    for name, options, state in items:
-        kv.check_bucket("key-value", name)
-        if options.get("mirror") and options.get("entries") is not None:
-            raise kv.BucketError("bucket %r: entries: a mirror is read-only; set the entries on its origin %r" % (
-                name, options["mirror"]["name"]))
-        if options.get("exclusive") and options.get("entries") is None:
-            raise kv.BucketError("bucket %r: exclusive needs entries" % name)
-        if state == "present":
-            for key in options.get("entries") or {}:
-                kv.check_key(name, str(key))
-    return items
-
-
-def stream_items(items):
-    streams = []
-    for name, options, state in items:
-        item = kv.kv_stream(name, options) if state == "present" else {"name": "KV_" + name}
-        # a bucket is never recreated: its values would be lost
-        item.update(state=state, on_immutable_change="fail", allow_data_loss=False)
-        streams.append(item)
-    return streams
-
-
-class Entries(object):
-    """Reads the current values of the declared keys' buckets and writes what differs."""
-
-    def __init__(self, module, client, api_prefix):
-        self.module = module
-        self.client = client
-        self.api_prefix = api_prefix
-
-    def converge(self, name, options, exists):
-        if options.get("entries") is None:
-            return [], [], {}, {}
-        current = {}
-        if exists:
-            last = self.client.last_per_subject(self.api_prefix, "KV_" + name, "$KV.%s.>" % name)
-            current = kv.current_values(name, last)
-        puts, deletes = kv.plan_entries(name, options["entries"], current, options.get("exclusive"))
-        before = dict((k, kv.shown(current.get(k))) for k in sorted(set(puts) | set(deletes)))
-        after = dict((k, kv.shown(puts.get(k))) for k in sorted(set(puts) | set(deletes)))
-        if not self.module.check_mode and (puts or deletes):
-            messages = [("$KV.%s.%s" % (name, key), value, None) for key, value in sorted(puts.items())]
-            messages += [("$KV.%s.%s" % (name, key), b"", {kv.OPERATION: "DEL"}) for key in deletes]
-            for (subject, _data, _headers), reply in zip(messages, self.client.request_many(messages)):
-                answer = js_stream_reply(reply)
-                if answer.get("error"):
-                    raise StreamFailure("bucket %r: writing %s failed: %s" % (
-                        name, subject, answer["error"].get("description")))
-        return sorted(puts), deletes, before, after
-
-
-def js_stream_reply(msg):
-    try:
-        return json.loads(msg.data.decode() or "{}")
-    except ValueError:
-        return {"error": {"description": "not a JetStream ack: %r" % msg.data[:100]}}
-
-
 def main():
     module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True,
                          mutually_exclusive=[["name", "buckets"]])
     params = module.params
     try:
-        items = declared(params)
-        declared_streams = js_stream.desired_items({"streams": stream_items(items), "state": params["state"],
+        items = kv.declared_buckets(params)
+        declared_streams = js_stream.desired_items({"streams": kv.bucket_stream_items(items), "state": params["state"],
                                                     "on_immutable_change": "fail", "allow_data_loss": False})
     except (kv.BucketError, js_stream.StreamError) as exc:
         module.fail_json(msg=str(exc), changed=False, actions=[])

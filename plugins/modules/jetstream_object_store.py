@@ -180,11 +180,11 @@ deleted:
 """
 
 import copy
-import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import checked_objects, converge_objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure, StreamManager
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
@@ -201,58 +201,11 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def checked(params):
-    """The declared objects with their digests; every file is looked at before anything is sent."""
-    bucket = params["name"]
-    kv.check_bucket("object store", bucket)
-    if params.get("mirror") and params.get("objects") is not None:
-        raise kv.BucketError("bucket %r: objects: a mirror is read-only; put the objects in its origin %r" % (
-            bucket, params["mirror"]["name"]))
-    wanted, seen = {}, set()
-    for index, obj in enumerate(params.get("objects") or []):
-        if obj["name"] in seen:
-            raise kv.BucketError("bucket %r: objects[%d]: %r is listed twice" % (bucket, index, obj["name"]))
-        seen.add(obj["name"])
-        if obj.get("src") is not None:
-            if not os.path.isfile(obj["src"]):
-                raise kv.BucketError("bucket %r: objects[%d].src: %s is not a file (object %r)" % (
-                    bucket, index, obj["src"], obj["name"]))
-            digest = objects.file_digest(obj["src"])
-        else:
-            digest = objects.content_digest(obj["content"].encode())
-        wanted[obj["name"]] = dict(obj, digest=digest)
-    return wanted
-
-
-def converge_objects(module, client, js, bucket, wanted, exists):
-    current = objects.objects(client, js, bucket) if exists else {}
-    uploads = [name for name, obj in wanted.items()
-               if name not in current or not kv.same_digest(obj["digest"], current[name].get("digest"))]
-    updates = [name for name, obj in wanted.items() if name not in uploads
-               and kv.meta_differs(current[name], obj.get("description"), obj.get("metadata"))]
-    deletes = sorted(set(current) - set(wanted)) if module.params["exclusive"] else []
-    if not module.check_mode:
-        for name in uploads:
-            obj = wanted[name]
-            source = obj["src"] if obj.get("src") is not None else obj["content"].encode()
-            objects.upload(client, js, bucket, name, source, obj["digest"], obj.get("description"),
-                           obj.get("metadata"), current.get(name))
-        for name in updates:
-            objects.update_meta(client, bucket, current[name], wanted[name].get("description"),
-                                wanted[name].get("metadata"))
-        for name in deletes:
-            objects.remove(client, js, bucket, current[name])
-    changed = sorted(set(uploads) | set(updates) | set(deletes))
-    diff = dict(before=dict((n, (current.get(n) or {}).get("digest")) for n in changed),
-                after=dict((n, (wanted.get(n) or {}).get("digest")) for n in changed))
-    return sorted(uploads), sorted(updates), deletes, diff
-
-
 def main():
     module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True)
     params = module.params
     try:
-        wanted = checked(params)
+        wanted = checked_objects(params)
         if params["state"] == "present":
             item = kv.object_store_stream(params["name"], params)
         else:
@@ -271,7 +224,8 @@ def main():
             result.update(store=entry["stream"], changed=entry["changed"])
             if params["state"] == "present" and params.get("objects") is not None:
                 uploaded, updated, deleted, diff = converge_objects(module, client, manager.js, params["name"],
-                                                                    wanted, entry["action"] != "create")
+                                                                    wanted, entry["action"] != "create",
+                                                                    params["exclusive"])
                 result.update(uploaded=uploaded, updated=updated, deleted=deleted,
                               changed=entry["changed"] or bool(uploaded or updated or deleted))
                 if module._diff:

@@ -1,0 +1,99 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a key-value bucket or an object store holds beyond its stream: the declared entries and
+objects, compared with the server's and written where they differ. Private to the collection;
+jetstream_kv, jetstream_object_store and the fleet's domain runs use it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure
+
+
+class Entries(object):
+    """Reads the current values of the declared keys' buckets and writes what differs."""
+
+    def __init__(self, module, client, api_prefix):
+        self.module = module
+        self.client = client
+        self.api_prefix = api_prefix
+
+    def converge(self, name, options, exists):
+        if options.get("entries") is None:
+            return [], [], {}, {}
+        current = {}
+        if exists:
+            last = self.client.last_per_subject(self.api_prefix, "KV_" + name, "$KV.%s.>" % name)
+            current = kv.current_values(name, last)
+        puts, deletes = kv.plan_entries(name, options["entries"], current, options.get("exclusive"))
+        before = dict((k, kv.shown(current.get(k))) for k in sorted(set(puts) | set(deletes)))
+        after = dict((k, kv.shown(puts.get(k))) for k in sorted(set(puts) | set(deletes)))
+        if not self.module.check_mode and (puts or deletes):
+            messages = [("$KV.%s.%s" % (name, key), value, None) for key, value in sorted(puts.items())]
+            messages += [("$KV.%s.%s" % (name, key), b"", {kv.OPERATION: "DEL"}) for key in deletes]
+            for (subject, _data, _headers), reply in zip(messages, self.client.request_many(messages)):
+                answer = js_stream_reply(reply)
+                if answer.get("error"):
+                    raise StreamFailure("bucket %r: writing %s failed: %s" % (
+                        name, subject, answer["error"].get("description")))
+        return sorted(puts), deletes, before, after
+
+
+def js_stream_reply(msg):
+    try:
+        return json.loads(msg.data.decode() or "{}")
+    except ValueError:
+        return {"error": {"description": "not a JetStream ack: %r" % msg.data[:100]}}
+
+
+def checked_objects(params):
+    """The declared objects with their digests; every file is looked at before anything is sent."""
+    bucket = params["name"]
+    kv.check_bucket("object store", bucket)
+    if params.get("mirror") and params.get("objects") is not None:
+        raise kv.BucketError("bucket %r: objects: a mirror is read-only; put the objects in its origin %r" % (
+            bucket, params["mirror"]["name"]))
+    wanted, seen = {}, set()
+    for index, obj in enumerate(params.get("objects") or []):
+        if obj["name"] in seen:
+            raise kv.BucketError("bucket %r: objects[%d]: %r is listed twice" % (bucket, index, obj["name"]))
+        seen.add(obj["name"])
+        if obj.get("src") is not None:
+            if not os.path.isfile(obj["src"]):
+                raise kv.BucketError("bucket %r: objects[%d].src: %s is not a file (object %r)" % (
+                    bucket, index, obj["src"], obj["name"]))
+            digest = objects.file_digest(obj["src"])
+        else:
+            digest = objects.content_digest(obj["content"].encode())
+        wanted[obj["name"]] = dict(obj, digest=digest)
+    return wanted
+
+
+def converge_objects(module, client, js, bucket, wanted, exists, exclusive):
+    current = objects.objects(client, js, bucket) if exists else {}
+    uploads = [name for name, obj in wanted.items()
+               if name not in current or not kv.same_digest(obj["digest"], current[name].get("digest"))]
+    updates = [name for name, obj in wanted.items() if name not in uploads
+               and kv.meta_differs(current[name], obj.get("description"), obj.get("metadata"))]
+    deletes = sorted(set(current) - set(wanted)) if exclusive else []
+    if not module.check_mode:
+        for name in uploads:
+            obj = wanted[name]
+            source = obj["src"] if obj.get("src") is not None else obj["content"].encode()
+            objects.upload(client, js, bucket, name, source, obj["digest"], obj.get("description"),
+                           obj.get("metadata"), current.get(name))
+        for name in updates:
+            objects.update_meta(client, bucket, current[name], wanted[name].get("description"),
+                                wanted[name].get("metadata"))
+        for name in deletes:
+            objects.remove(client, js, bucket, current[name])
+    changed = sorted(set(uploads) | set(updates) | set(deletes))
+    diff = dict(before=dict((n, (current.get(n) or {}).get("digest")) for n in changed),
+                after=dict((n, (wanted.get(n) or {}).get("digest")) for n in changed))
+    return sorted(uploads), sorted(updates), deletes, diff
