@@ -8,12 +8,26 @@ jetstream_kv, jetstream_object_store and the fleet's domain runs use it.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure
+
+
+# jetstream_object_store's options (one store)
+OBJECT_STORE_OPTIONS = dict(
+    copy.deepcopy(kv.BUCKET_OPTIONS),
+    name=dict(type="str", required=True),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    objects=dict(type="list", elements="dict", options=dict(
+        name=dict(type="str", required=True), src=dict(type="path"), content=dict(type="str"),
+        description=dict(type="str"), metadata=dict(type="dict")), mutually_exclusive=[["src", "content"]],
+        required_one_of=[["src", "content"]]),
+    exclusive=dict(type="bool", default=False),
+)
 
 
 class Entries(object):

@@ -258,11 +258,14 @@ class AccountStreams(object):
             groups.setdefault(desired.creds, []).append(desired)
         self.managers = dict((creds, StreamManager(module, items, creds)) for creds, items in groups.items())
 
-    def run(self):
+    def run(self, connect=None):
+        """``connect(creds)``, when given, hands out the caller's connection of each account (the caller
+        keeps them open for its own work after the streams'); else each is opened and closed here."""
         with contextlib.ExitStack() as connections:
             for creds, manager in self.managers.items():
                 try:
-                    client = connections.enter_context(NatsClient(connection_params(self.module.params, creds)))
+                    client = connect(creds) if connect else connections.enter_context(
+                        NatsClient(connection_params(self.module.params, creds)))
                 except NatsClientError as exc:
                     if not creds:
                         raise

@@ -179,26 +179,14 @@ deleted:
   elements: str
 """
 
-import copy
-
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import checked_objects, converge_objects
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import (
+    OBJECT_STORE_OPTIONS as ARGUMENT_SPEC, checked_objects, converge_objects)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure, StreamManager
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
-
-ARGUMENT_SPEC = dict(
-    copy.deepcopy(kv.BUCKET_OPTIONS),
-    name=dict(type="str", required=True),
-    state=dict(type="str", choices=["present", "absent"], default="present"),
-    objects=dict(type="list", elements="dict", options=dict(
-        name=dict(type="str", required=True), src=dict(type="path"), content=dict(type="str"),
-        description=dict(type="str"), metadata=dict(type="dict")), mutually_exclusive=[["src", "content"]],
-        required_one_of=[["src", "content"]]),
-    exclusive=dict(type="bool", default=False),
-)
 
 
 def main():

@@ -388,12 +388,13 @@ def copy_waits(batches):
 
 
 def consumers(items, default_account, creds_dir, admins):
-    """Consumers with the creds of their account: [{args, creds, account}]."""
+    """Consumers with the creds of their account: [{args, creds, account}]; ``args`` (an item of
+    jetstream_domain's ``consumers``) carries the creds too."""
     out = []
     for item in items or []:
         account = item.get("account") or default_account
-        out.append({"account": account, "creds": creds_path(creds_dir, account, admins.get(account, "")),
-                    "args": module_args(item, "consumer")})
+        creds = creds_path(creds_dir, account, admins.get(account, ""))
+        out.append({"account": account, "creds": creds, "args": dict(module_args(item, "consumer"), creds=creds)})
     return out
 
 

@@ -1,0 +1,361 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: jetstream_domain
+short_description: A JetStream domain's streams, key-value buckets, object stores and consumers in one run
+description:
+  - Converges, in one module run and through one connection per account, what
+    M(nats_edge.fleet.jetstream_stream), M(nats_edge.fleet.jetstream_kv),
+    M(nats_edge.fleet.jetstream_object_store) and M(nats_edge.fleet.jetstream_consumer) converge one
+    kind at a time, with the same rules, checks and results.
+  - Every item is checked against its kind's options, and every stream, bucket and store of every
+    account is read and planned (placements checked, objects' files read) before the first change.
+    Then the streams (buckets and stores are streams too) are changed, origins ahead of their copies,
+    then the buckets' entries and the stores' objects are written where they differ, then the
+    consumers are converged, in the order given.
+  - The site.yml streams stage runs it once per pass and domain, so a domain costs two module runs
+    instead of one per kind and pass.
+author: nats_edge.fleet contributors (@nats_edge)
+extends_documentation_fragment:
+  - nats_edge.fleet.connection
+  - nats_edge.fleet.connection.jetstream
+attributes:
+  check_mode:
+    support: full
+    description: Reads everything, then returns the requests it would send in RV(actions); sends none.
+  diff_mode:
+    support: full
+    description: Returns, for each item it changes, its normalised configuration before and after.
+  idempotent:
+    support: full
+    description: A second run with the same items reports no change and sends no request that changes anything.
+options:
+  streams:
+    description:
+      - Streams, each item with the options of an item of M(nats_edge.fleet.jetstream_stream)'s C(streams),
+        its own C(creds) included.
+    type: list
+    elements: dict
+    default: []
+  kv_buckets:
+    description:
+      - Key-value buckets, each item with the options of an item of M(nats_edge.fleet.jetstream_kv)'s C(buckets),
+        and C(creds), the credentials file of a user of the bucket's account when it is not the task's.
+    type: list
+    elements: dict
+    default: []
+  object_stores:
+    description:
+      - Object stores, each item with the options of M(nats_edge.fleet.jetstream_object_store) (C(name),
+        C(objects), C(exclusive), C(mirror), ...), and C(creds) as in O(kv_buckets).
+    type: list
+    elements: dict
+    default: []
+  consumers:
+    description:
+      - Durable consumers, each item with the options of M(nats_edge.fleet.jetstream_consumer) (C(stream),
+        C(name), ...), and C(creds) as in O(kv_buckets). Converged after every stream, bucket and store.
+    type: list
+    elements: dict
+    default: []
+  unique_tag:
+    description:
+      - The cluster's JetStream C(unique_tag) prefix, such as V(az:), for the placement check of the streams,
+        buckets and stores (see M(nats_edge.fleet.jetstream_stream)'s option of that name).
+    type: str
+notes:
+  - An item that fails its kind's checks fails the task before anything is sent, naming the list, the item
+    and the option. A failure after the first change names the item and reports what was sent in RV(actions).
+seealso:
+  - module: nats_edge.fleet.jetstream_stream
+  - module: nats_edge.fleet.jetstream_kv
+  - module: nats_edge.fleet.jetstream_object_store
+  - module: nats_edge.fleet.jetstream_consumer
+"""
+
+EXAMPLES = r"""
+---
+- name: The hub's streams, a bucket, a store and a durable consumer, two accounts, one run
+  nats_edge.fleet.jetstream_domain:
+    servers: nats://hub-1:4222
+    domain: hub
+    creds: /etc/nats/admin.creds
+    streams:
+      - {name: SHIPMENTS, subjects: [shipments.>], max_age: 14d}
+      - {name: ledger, subjects: [ledger.>], creds: /etc/nats/ops.creds}
+    kv_buckets:
+      - name: site-settings
+        history: 5
+        entries: {mode: normal}
+    object_stores:
+      - name: site-files
+        objects:
+          - {name: motd.txt, content: "hello"}
+    consumers:
+      - stream: SHIPMENTS
+        name: packers
+        ack_policy: explicit
+        max_deliver: 5
+"""
+
+RETURN = r"""
+streams:
+  description: One entry per item of O(streams), as M(nats_edge.fleet.jetstream_stream) returns them in its C(streams).
+  returned: always
+  type: list
+  elements: dict
+buckets:
+  description: One entry per item of O(kv_buckets) (C(name), C(action), C(changed), C(stream), C(put), C(deleted)).
+  returned: always
+  type: list
+  elements: dict
+stores:
+  description:
+    - One entry per item of O(object_stores) (C(name), C(action), C(changed), C(store), C(uploaded), C(updated),
+      C(deleted)).
+  returned: always
+  type: list
+  elements: dict
+consumer_results:
+  description:
+    - One entry per item of O(consumers) (C(stream), C(name), C(operation), C(changed), C(changed_fields),
+      C(consumer)).
+  returned: always
+  type: list
+  elements: dict
+actions:
+  description: The JetStream API requests that change something, in the order sent; in check mode the ones that would be.
+  returned: always
+  type: list
+  elements: dict
+diff:
+  description: Before and after of each item the run changes, in the order of the lists.
+  returned: in diff mode
+  type: list
+  elements: dict
+"""
+
+import contextlib
+import copy
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import (
+    ConsumerInputError, check_name, desired_config, domain_version, duration_warnings, plan, request_body)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer_manager import (
+    ARGUMENT_SPEC as CONSUMER_OPTIONS, ConsumerFailure, ConsumerManager)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import (
+    OBJECT_STORE_OPTIONS, Entries, checked_objects, converge_objects)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import AccountStreams, StreamFailure
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    JetStream, JetStreamError, NatsClient, NatsClientError, connection_params, nats_module, require_nats_py)
+
+ARGUMENT_SPEC = dict(
+    streams=dict(type="list", elements="dict", default=[]),
+    kv_buckets=dict(type="list", elements="dict", default=[]),
+    object_stores=dict(type="list", elements="dict", default=[]),
+    consumers=dict(type="list", elements="dict", default=[]),
+    unique_tag=dict(type="str"),
+)
+_CREDS = dict(creds=dict(type="path"))
+# each list's items as their own module takes them
+ITEM_SPECS = dict(
+    streams=(js_stream.module_argspec()["streams"]["options"], []),
+    kv_buckets=(dict(_CREDS, name=dict(type="str", required=True), state=dict(
+        type="str", choices=["present", "absent"], default="present"), **copy.deepcopy(kv.KV_OPTIONS)), []),
+    object_stores=(dict(_CREDS, **copy.deepcopy(OBJECT_STORE_OPTIONS)), []),
+    consumers=(dict(_CREDS, **copy.deepcopy(CONSUMER_OPTIONS)), [["filter_subject", "filter_subjects"]]),
+)
+
+
+class DomainError(Exception):
+    """Input or a failure worded for the user."""
+
+
+def checked_items(params):
+    """Every list's items checked against their kind's options, with defaults; the first problem raises."""
+    out = {}
+    for key, (spec, exclusive) in ITEM_SPECS.items():
+        out[key] = []
+        for index, item in enumerate(params[key]):
+            if not isinstance(item, dict):
+                raise DomainError("%s[%d]: expected a mapping, got %r" % (key, index, item))
+            result = ArgumentSpecValidator(spec, mutually_exclusive=exclusive).validate(item)
+            if result.error_messages:
+                raise DomainError("%s[%d] (%s): %s" % (key, index, item.get("name"), "; ".join(result.error_messages)))
+            validated = result.validated_parameters
+            # the task's own creds: the task's connection and account
+            if validated.get("creds") and validated["creds"] == params.get("creds"):
+                validated["creds"] = None
+            out[key].append(validated)
+    return out
+
+
+class Domain(object):
+    """One run: the streams of every kind through AccountStreams, then contents, then consumers."""
+
+    def __init__(self, module, items):
+        self.module = module
+        self.items = items
+        self.params = module.params
+        self.buckets = kv.declared_buckets({"buckets": items["kv_buckets"], "state": "present"}) \
+            if items["kv_buckets"] else []
+        self.wanted_objects = [checked_objects(store) for store in items["object_stores"]]
+        self.consumer_configs = []
+        for item in items["consumers"]:
+            label = "consumer %r on stream %r" % (item["name"], item["stream"])
+            try:
+                check_name("stream", item["stream"])
+                check_name("name", item["name"])
+                self.consumer_configs.append(desired_config(item) if item["state"] == "present" else {})
+            except ConsumerInputError as exc:
+                raise DomainError("%s: %s" % (label, exc))
+            if item["state"] == "present":
+                for warning in duration_warnings(item):
+                    module.warn("%s: %s" % (label, warning))
+        bucket_streams = kv.bucket_stream_items(self.buckets)
+        for stream, item in zip(bucket_streams, items["kv_buckets"]):
+            stream["creds"] = item["creds"]
+        store_streams = []
+        for store in items["object_stores"]:
+            stream = kv.object_store_stream(store["name"], store) if store["state"] == "present" else {
+                "name": "OBJ_" + store["name"]}
+            stream.update(state=store["state"], on_immutable_change="fail", allow_data_loss=False,
+                          creds=store["creds"])
+            store_streams.append(stream)
+        self.kinds = [("streams", items["streams"]), ("kv_buckets", bucket_streams), ("object_stores", store_streams)]
+        self.declared = js_stream.desired_items(dict(
+            streams=items["streams"] + bucket_streams + store_streams, state="present", on_immutable_change="fail",
+            allow_data_loss=False, creds=self.params.get("creds")))
+        for desired in self.declared:
+            for warning in desired.warnings:
+                module.warn(warning)
+        self.accounts = AccountStreams(module, self.declared)
+        self.results = dict(buckets=[], stores=[], consumer_results=[])
+        self.consumer_actions = []
+
+    def run(self):
+        with contextlib.ExitStack() as connections:
+            clients = {}
+
+            def connect(creds):
+                if creds not in clients:
+                    clients[creds] = connections.enter_context(NatsClient(connection_params(self.params, creds)))
+                return clients[creds]
+
+            self.accounts.run(connect)
+            for (name, options, state), item in zip(self.buckets, self.items["kv_buckets"]):
+                self.results["buckets"].append(self.bucket(connect, name, options, state, item["creds"]))
+            for store, wanted in zip(self.items["object_stores"], self.wanted_objects):
+                self.results["stores"].append(self.store(connect, store, wanted))
+            for item, desired in zip(self.items["consumers"], self.consumer_configs):
+                js = JetStream(connect(item["creds"]), domain=self.params.get("domain"),
+                               api_prefix=self.params.get("api_prefix"))
+                try:
+                    if self.module.check_mode and self.created_here(item):
+                        result = self.predicted_consumer(js, item, desired)
+                    else:
+                        result = ConsumerManager(self.module, js, item).run(desired)
+                finally:
+                    self.consumer_actions.extend(js.actions)
+                result.update(stream=item["stream"], name=item["name"])
+                self.results["consumer_results"].append(result)
+
+    def created_here(self, item):
+        """Whether the consumer's stream is one this run creates (in check mode: is not there yet)."""
+        manager = self.accounts.managers.get(item["creds"])
+        entry = manager.results.get(item["stream"]) if manager else None
+        return item["state"] == "present" and bool(entry) and entry["action"] in ("create", "recreate")
+
+    def predicted_consumer(self, js, item, desired):
+        """Check mode, on a stream the run would create: the consumer's create, as it would be sent."""
+        try:
+            version = domain_version(js.call("INFO"))
+        except NatsClientError:
+            version = domain_version()
+        decided = plan(item["name"], "present", desired, None, version, item["on_immutable_change"])
+        js.change("CONSUMER.CREATE.%s.%s" % (item["stream"], item["name"]),
+                  request_body(item["stream"], decided.config, version, decided.action), True)
+        result = dict(changed=True, operation=decided.action, changed_fields=list(decided.changed),
+                      consumer={"stream_name": item["stream"], "name": item["name"], "config": decided.config})
+        if self.module._diff:
+            result["diff"] = {"before": {}, "after": {"config": decided.config}}
+        return result
+
+    def entry(self, creds, stream):
+        manager = self.accounts.managers[creds]
+        return manager, manager.results[stream]
+
+    def bucket(self, connect, name, options, state, creds):
+        manager, entry = self.entry(creds, "KV_" + name)
+        put, deleted, before, after = [], [], {}, {}
+        if state == "present":
+            put, deleted, before, after = Entries(self.module, connect(creds), manager.js.prefix).converge(
+                name, options, entry["action"] != "create")
+        result = dict(name=name, action=entry["action"], stream=entry["stream"],
+                      changed=entry["changed"] or bool(put or deleted), put=put, deleted=deleted)
+        if self.module._diff:
+            result["diff"] = dict(before=dict((entry.get("diff") or {}).get("before") or {}, entries=before),
+                                  after=dict((entry.get("diff") or {}).get("after") or {}, entries=after))
+        return result
+
+    def store(self, connect, store, wanted):
+        manager, entry = self.entry(store["creds"], "OBJ_" + store["name"])
+        result = dict(name=store["name"], action=entry["action"], store=entry["stream"], changed=entry["changed"],
+                      uploaded=[], updated=[], deleted=[])
+        diff = entry.get("diff") or {}
+        if store["state"] == "present" and store.get("objects") is not None:
+            uploaded, updated, deleted, objects_diff = converge_objects(
+                self.module, connect(store["creds"]), manager.js, store["name"], wanted, entry["action"] != "create",
+                store["exclusive"])
+            result.update(uploaded=uploaded, updated=updated, deleted=deleted,
+                          changed=entry["changed"] or bool(uploaded or updated or deleted))
+            diff = dict(before=dict(diff.get("before") or {}, objects=objects_diff["before"]),
+                        after=dict(diff.get("after") or {}, objects=objects_diff["after"]))
+        if self.module._diff:
+            result["diff"] = diff
+        return result
+
+    def result(self):
+        streams = self.accounts.result(True)
+        stream_entries = streams["streams"][:len(self.items["streams"])]
+        out = dict(streams=stream_entries, actions=streams["actions"] + self.consumer_actions, **self.results)
+        groups = (stream_entries, out["buckets"], out["stores"], out["consumer_results"])
+        out["changed"] = any(e["changed"] for group in groups for e in group)
+        if self.module._diff:
+            out["diff"] = [e.get("diff") for group in groups for e in group if e["changed"]]
+        return out
+
+
+def main():
+    module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True)
+    try:
+        domain = Domain(module, checked_items(module.params))
+    except (DomainError, kv.BucketError, js_stream.StreamError, OSError) as exc:
+        module.fail_json(msg=str(exc), changed=False, actions=[])
+    require_nats_py(module)
+    try:
+        domain.run()
+    except ConsumerFailure as exc:
+        extra = dict(exc.extra)
+        extra.pop("actions", None)
+        result = domain.result()
+        extra["changed"] = result["changed"] or extra.get("changed", False)
+        module.fail_json(msg=exc.msg, **dict(result, **extra))
+    except (kv.BucketError, js_stream.StreamError, StreamFailure, NatsClientError, JetStreamError,
+            objects.ObjectError, OSError) as exc:
+        module.fail_json(msg=str(exc), **domain.result())
+    module.exit_json(**domain.result())
+
+
+if __name__ == "__main__":
+    main()

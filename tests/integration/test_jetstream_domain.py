@@ -1,0 +1,78 @@
+"""jetstream_domain against a hub and a leaf with their own JetStream domains: streams, a key-value bucket
+with entries, an object store with an object and a durable consumer converged in one run, predicted
+exactly in check mode, unchanged on a second run; copies in the leaf in a second run; bad items refused
+before anything is sent, naming the list, the item and the option."""
+
+from conftest import jetstream, publish, run_module
+
+
+def stream_count(url):
+    with jetstream(url, "hub") as js:
+        return js.call("INFO").get("streams", 0)
+
+
+def items(hub_url):
+    return dict(
+        servers=[hub_url], domain="hub", timeout=3.0,
+        streams=[{"name": "ORDERS", "subjects": ["orders.>"]},
+                 {"name": "ARCHIVE", "sources": [{"name": "ORDERS"}], "max_age": "30d"}],
+        kv_buckets=[{"name": "settings", "history": 3, "entries": {"mode": "normal", "level": "info"}}],
+        object_stores=[{"name": "files", "objects": [{"name": "motd.txt", "content": "hello"}]}],
+        consumers=[{"stream": "ORDERS", "name": "workers", "ack_policy": "explicit", "max_deliver": 5}])
+
+
+def test_one_run_converges_every_kind_and_a_second_changes_nothing(hub_and_leaf):
+    wanted = items(hub_and_leaf["hub"])
+    predicted = run_module("jetstream_domain", wanted, check_mode=True)
+    assert predicted["changed"] and not predicted.get("failed"), predicted.get("msg")
+    assert stream_count(hub_and_leaf["hub"]) == 0  # check mode made nothing
+
+    made = run_module("jetstream_domain", wanted, diff=True)
+    assert made["changed"] and not made.get("failed"), made
+    assert [s["action"] for s in made["streams"]] == ["create", "create"]
+    assert made["buckets"][0]["put"] == ["level", "mode"] and made["stores"][0]["uploaded"] == ["motd.txt"]
+    assert made["consumer_results"][0]["operation"] == "create"
+    # what check mode predicted is what the run sent
+    assert [a["subject"] for a in predicted["actions"]] == [a["subject"] for a in made["actions"]
+                                                            if a["subject"] in [p["subject"] for p in predicted["actions"]]]
+    assert len(made["diff"]) == 5
+
+    publish(hub_and_leaf["hub"], "orders.new", 3)
+    again = run_module("jetstream_domain", wanted)
+    assert not again["changed"] and again["actions"] == [], again
+    assert again["consumer_results"][0]["consumer"]["num_pending"] == 3
+
+    changed = run_module("jetstream_domain", dict(wanted, kv_buckets=[
+        {"name": "settings", "history": 3, "entries": {"mode": "safe", "level": "info"}}]))
+    assert changed["changed"] and changed["buckets"][0]["put"] == ["mode"], changed
+    assert not any(s["changed"] for s in changed["streams"])
+
+
+def test_copies_in_another_domain_in_one_run(hub_and_leaf):
+    assert not run_module("jetstream_domain", items(hub_and_leaf["hub"])).get("failed")
+    leaf = dict(servers=[hub_and_leaf["leaf"]], domain="leaf", timeout=3.0,
+                streams=[{"name": "orders-copy", "mirror": {"name": "ORDERS", "domain": "hub"}}],
+                kv_buckets=[{"name": "settings", "mirror": {"name": "settings", "domain": "hub"}}],
+                object_stores=[{"name": "files", "mirror": {"name": "files", "domain": "hub"}}])
+    made = run_module("jetstream_domain", leaf)
+    assert made["changed"] and not made.get("failed"), made
+    assert [s["action"] for s in made["streams"]] == ["create"]
+    assert made["buckets"][0]["action"] == "create" and made["stores"][0]["action"] == "create"
+    again = run_module("jetstream_domain", leaf)
+    assert not again["changed"], again
+
+
+def test_bad_items_are_refused_before_anything_is_sent(hub_and_leaf):
+    wanted = items(hub_and_leaf["hub"])
+    cases = [
+        (dict(kv_buckets=[{"name": "settings", "histroy": 3}]), "kv_buckets[0] (settings)", "histroy"),
+        (dict(consumers=[{"stream": "ORDERS", "name": "w", "ack_policy": "maybe"}]), "consumers[0] (w)", "ack_policy"),
+        (dict(object_stores=[{"name": "files", "objects": [{"name": "a", "src": "/nonexistent/file"}]}]),
+         "files", "/nonexistent/file"),
+        (dict(streams=["ORDERS"]), "streams", "dict"),
+    ]
+    for change, where, field in cases:
+        refused = run_module("jetstream_domain", dict(wanted, **change))
+        assert refused.get("failed") and where in refused["msg"] and field in refused["msg"], refused
+        assert refused.get("actions", []) == [] and not refused.get("changed"), refused
+    assert stream_count(hub_and_leaf["hub"]) == 0
