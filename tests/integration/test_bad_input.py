@@ -32,6 +32,7 @@ NSC_INFO = "nsc_info"
 KV = "jetstream_kv"
 OBJECTS = "jetstream_object_store"
 FETCH = "jetstream_object_fetch"
+DOMAIN = "jetstream_domain"
 
 JS = dict(servers=["{url}"], creds="{creds}", timeout=2.0)
 ORDERS = dict(JS, name="ORDERS")
@@ -340,6 +341,21 @@ ROWS = [
      "not to the system account SYS"),
     ("export-unknown-option", EXPORT, dict(account="APP", name="e", subject="e.>", importer=[]), "Unsupported"),
     # -- jetstream_kv, jetstream_object_store, jetstream_object_fetch ----------------------------------------------
+    # -- jetstream_domain: every item checked, every stream planned, before the first change -------------------
+    ("domain-kv-unknown-option", DOMAIN, dict(JS, kv_buckets=[{"name": "cfg", "histroy": 3}]),
+     "kv_buckets[0] (cfg): "),
+    ("domain-consumer-bad-choice", DOMAIN, dict(JS, consumers=[{"stream": "ORDERS", "name": "workers",
+                                                                "ack_policy": "maybe"}]), "consumers[0] (workers): "),
+    ("domain-stream-bad-subject", DOMAIN, dict(JS, streams=[{"name": "FRESH", "subjects": ["fresh..x"]}]),
+     "'fresh..x' is not a subject"),
+    ("domain-store-missing-src", DOMAIN, dict(JS, object_stores=[{"name": "files", "objects": [
+        {"name": "a", "src": "/nonexistent/a"}]}]), "/nonexistent/a is not a file"),
+    ("domain-refused-change-after-a-new-one", DOMAIN, dict(JS, streams=[
+        {"name": "FRESH", "subjects": ["fresh.>"]}, {"name": "ORDERS", "subjects": ["orders.>"], "storage": "memory"}]),
+     "storage cannot change"),
+    ("domain-consumer-on-a-new-stream-bad", DOMAIN, dict(JS, streams=[{"name": "FRESH", "subjects": ["fresh.>"]}],
+                                                         consumers=[{"stream": "FRESH", "name": "c", "max_deliver": 0}]),
+     "consumer 'c' on stream 'FRESH'"),
     ("kv-bucket-name", KV, dict(JS, name="fleet.config"), "key-value bucket name: 'fleet.config' is not valid"),
     ("kv-history-65", KV, dict(JS, name="cfg", history=65), "bucket 'cfg': history: 65; a key keeps 1 to 64 values"),
     ("kv-history-0", KV, dict(JS, name="cfg", history=0), "history: 0; a key keeps 1 to 64 values"),
