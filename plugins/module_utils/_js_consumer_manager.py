@@ -8,8 +8,8 @@ check mode, report. Private to the collection; jetstream_consumer and the fleet'
 from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import (
-    FIELDS, ConsumerInputError, ImmutableChange, actual_config, display, domain_version, filter_warnings,
-    merged_config, plan, request_body)
+    FIELDS, ConsumerInputError, ImmutableChange, actual_config, check_name, desired_config, display, domain_version,
+    duration_warnings, filter_warnings, merged_config, plan, request_body)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStreamError, NatsClientError
 
 STREAM_NOT_FOUND = 10059
@@ -50,6 +50,23 @@ ARGUMENT_SPEC = dict(
     idle_heartbeat=_DURATION,
     rate_limit_bps=dict(type="int"),
 )
+
+
+def consumer_label(params):
+    return "consumer %r on stream %r" % (params["name"], params["stream"])
+
+
+def checked_consumer(module, params):
+    """The config to converge (empty to delete) of the consumer ``params`` (checked against ARGUMENT_SPEC),
+    its names checked; warnings about its durations go to ``module``. Raises ConsumerInputError."""
+    check_name("stream", params["stream"])
+    check_name("name", params["name"])
+    if params["state"] != "present":
+        return {}
+    desired = desired_config(params)
+    for warning in duration_warnings(params):
+        module.warn("%s: %s" % (consumer_label(params), warning))
+    return desired
 
 
 class ConsumerFailure(Exception):

@@ -332,3 +332,10 @@ def bucket_stream_items(items):
         item.update(state=state, on_immutable_change="fail", allow_data_loss=False)
         streams.append(item)
     return streams
+
+
+def store_stream_item(store):
+    """The stream of an object store (jetstream_object_store's options), never recreated either."""
+    item = object_store_stream(store["name"], store) if store["state"] == "present" else {"name": "OBJ_" + store["name"]}
+    item.update(state=store["state"], on_immutable_change="fail", allow_data_loss=False)
+    return item

@@ -302,10 +302,9 @@ diff:
   sample: {before: {ack_wait: 30s}, after: {ack_wait: 1m}}
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import (
-    ConsumerInputError, check_name, desired_config, duration_warnings)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import ConsumerInputError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer_manager import (
-    ARGUMENT_SPEC, ConsumerFailure, ConsumerManager)
+    ARGUMENT_SPEC, ConsumerFailure, ConsumerManager, checked_consumer, consumer_label)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, NatsClient, NatsClientError, nats_module, require_nats_py)
 
@@ -315,16 +314,11 @@ def main():
                          mutually_exclusive=[["filter_subject", "filter_subjects"]])
     require_nats_py(module)
     params = module.params
-    label = "consumer %r on stream %r" % (params["name"], params["stream"])
+    label = consumer_label(params)
     try:
-        check_name("stream", params["stream"])
-        check_name("name", params["name"])
-        desired = desired_config(params) if params["state"] == "present" else {}
+        desired = checked_consumer(module, params)
     except ConsumerInputError as exc:
         module.fail_json(msg="%s: %s" % (label, exc), field=exc.field, changed=False, actions=[])
-    if params["state"] == "present":
-        for warning in duration_warnings(params):
-            module.warn("%s: %s" % (label, warning))
 
     try:
         with NatsClient(params) as client:

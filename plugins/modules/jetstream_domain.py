@@ -150,9 +150,9 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as k
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import (
-    ConsumerInputError, check_name, desired_config, domain_version, duration_warnings, plan, request_body)
+    ConsumerInputError, domain_version, plan, request_body)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer_manager import (
-    ARGUMENT_SPEC as CONSUMER_OPTIONS, ConsumerFailure, ConsumerManager)
+    ARGUMENT_SPEC as CONSUMER_OPTIONS, ConsumerFailure, ConsumerManager, checked_consumer, consumer_label)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import (
     OBJECT_STORE_OPTIONS, Entries, checked_objects, converge_objects)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import AccountStreams, StreamFailure
@@ -212,27 +212,14 @@ class Domain(object):
         self.wanted_objects = [checked_objects(store) for store in items["object_stores"]]
         self.consumer_configs = []
         for item in items["consumers"]:
-            label = "consumer %r on stream %r" % (item["name"], item["stream"])
             try:
-                check_name("stream", item["stream"])
-                check_name("name", item["name"])
-                self.consumer_configs.append(desired_config(item) if item["state"] == "present" else {})
+                self.consumer_configs.append(checked_consumer(module, item))
             except ConsumerInputError as exc:
-                raise DomainError("%s: %s" % (label, exc))
-            if item["state"] == "present":
-                for warning in duration_warnings(item):
-                    module.warn("%s: %s" % (label, warning))
+                raise DomainError("%s: %s" % (consumer_label(item), exc))
         bucket_streams = kv.bucket_stream_items(self.buckets)
         for stream, item in zip(bucket_streams, items["kv_buckets"]):
             stream["creds"] = item["creds"]
-        store_streams = []
-        for store in items["object_stores"]:
-            stream = kv.object_store_stream(store["name"], store) if store["state"] == "present" else {
-                "name": "OBJ_" + store["name"]}
-            stream.update(state=store["state"], on_immutable_change="fail", allow_data_loss=False,
-                          creds=store["creds"])
-            store_streams.append(stream)
-        self.kinds = [("streams", items["streams"]), ("kv_buckets", bucket_streams), ("object_stores", store_streams)]
+        store_streams = [dict(kv.store_stream_item(store), creds=store["creds"]) for store in items["object_stores"]]
         self.declared = js_stream.desired_items(dict(
             streams=items["streams"] + bucket_streams + store_streams, state="present", on_immutable_change="fail",
             allow_data_loss=False, creds=self.params.get("creds")))

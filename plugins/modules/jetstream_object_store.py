@@ -194,12 +194,7 @@ def main():
     params = module.params
     try:
         wanted = checked_objects(params)
-        if params["state"] == "present":
-            item = kv.object_store_stream(params["name"], params)
-        else:
-            item = {"name": "OBJ_" + params["name"]}
-        item.update(state=params["state"], on_immutable_change="fail", allow_data_loss=False)
-        declared = js_stream.desired_items({"streams": [item]})
+        declared = js_stream.desired_items({"streams": [kv.store_stream_item(params)]})
     except (kv.BucketError, js_stream.StreamError, OSError) as exc:
         module.fail_json(msg=str(exc), changed=False, actions=[])
     require_nats_py(module)
