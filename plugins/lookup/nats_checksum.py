@@ -27,8 +27,13 @@ options:
     default: sha1
   details:
     description:
-      - Return, for each path, a dict with C(exists), C(checksum) and C(mode) (octal, four digits) instead of
-        the checksum alone. A missing file is then a dict with C(exists) false, not an error.
+      - Return, for each path, a dict with C(exists), C(type) (V(file), V(directory) or V(link)), C(checksum) and
+        C(mode) (octal, four digits) instead of the checksum alone. A missing file is then a dict with C(exists)
+        false, not an error.
+      - A directory has no C(checksum). A symbolic link has C(target), what it points to as written in the link;
+        when it leads to a file, its C(checksum) and C(mode) are that file's, so a link is compared as the
+        file it reaches.
+      - A role can so tell whether a directory or a link on the controller is as it should be without a module run.
     type: bool
     default: false
 notes:
@@ -44,6 +49,15 @@ EXAMPLES = r"""
 - name: Checksum and mode of a file that may not exist yet
   ansible.builtin.debug:
     msg: "{{ lookup('nats_edge.fleet.nats_checksum', '/home/ops/.config/nats/context/hub.json', details=true) }}"
+
+- name: Create the directory only when it is missing or open to others
+  ansible.builtin.file:
+    path: /home/ops/fleet
+    state: directory
+    mode: "0700"
+  vars:
+    _found: "{{ lookup('nats_edge.fleet.nats_checksum', '/home/ops/fleet', details=true) }}"
+  when: _found.type | default('') != 'directory' or _found.mode != '0700'
 """
 
 RETURN = r"""
@@ -72,16 +86,41 @@ class LookupModule(LookupBase):
         details = self.get_option("details")
         results = []
         for term in terms:
-            if details and not os.path.exists(term):
-                results.append({"exists": False})
-                continue
-            digest = hashlib.new(algorithm)
-            try:
-                with open(term, "rb") as handle:
-                    for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
-                        digest.update(block)
-                mode = "%04o" % stat.S_IMODE(os.stat(term).st_mode)
-            except (IOError, OSError) as exc:
-                raise AnsibleLookupError("nats_checksum: cannot read %s: %s" % (term, exc.strerror or exc))
-            results.append({"exists": True, "checksum": digest.hexdigest(), "mode": mode} if details else digest.hexdigest())
+            if details:
+                results.append(self._details(term, algorithm))
+            else:
+                results.append(self._digest(term, algorithm))
         return results
+
+    @staticmethod
+    def _digest(term, algorithm):
+        digest = hashlib.new(algorithm)
+        try:
+            with open(term, "rb") as handle:
+                for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except (IOError, OSError) as exc:
+            raise AnsibleLookupError("nats_checksum: cannot read %s: %s" % (term, exc.strerror or exc))
+        return digest.hexdigest()
+
+    def _details(self, term, algorithm):
+        try:
+            found = os.lstat(term)
+        except FileNotFoundError:
+            return {"exists": False}
+        except OSError as exc:
+            raise AnsibleLookupError("nats_checksum: cannot read %s: %s" % (term, exc.strerror or exc))
+        entry = {"exists": True}
+        if stat.S_ISLNK(found.st_mode):
+            entry.update(type="link", target=os.readlink(term))
+            try:
+                found = os.stat(term)
+            except OSError:
+                # a dangling link: there is nothing behind it to compare
+                return entry
+        else:
+            entry["type"] = "directory" if stat.S_ISDIR(found.st_mode) else "file"
+        entry["mode"] = "%04o" % stat.S_IMODE(found.st_mode)
+        if stat.S_ISREG(found.st_mode):
+            entry["checksum"] = self._digest(term, algorithm)
+        return entry

@@ -82,8 +82,9 @@ def test_the_read_gathers_the_facts_setup_gathers_and_ansible_keeps_them(tmp_pat
     assert abs(known["mem"] - setup["mem"]) <= 1, found
 
 
-def test_the_checksum_lookup_reads_bytes_and_reports_missing_files_with_details(tmp_path):
-    """What the role compares a pushed binary with, and the fleet play its nats contexts."""
+def test_the_checksum_lookup_reads_bytes_and_reports_missing_files_directories_and_links_with_details(tmp_path):
+    """What the role compares a pushed binary with, the fleet play its nats contexts, its directories and its creds
+    link."""
     import hashlib
     import json as _json
     from conftest import run_playbook
@@ -91,23 +92,35 @@ def test_the_checksum_lookup_reads_bytes_and_reports_missing_files_with_details(
     binary.write_bytes(b"\x7fELF\xff\xfe not text")
     binary.chmod(0o755)
     missing = tmp_path / "none"
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    folder.chmod(0o700)
+    (tmp_path / "to-binary").symlink_to("nats-server")
+    (tmp_path / "to-folder").symlink_to("fleet")
+    (tmp_path / "dangling").symlink_to("none")
     out = run_playbook(tmp_path, """
         - name: Read
           ansible.builtin.copy:
             content: "{{ {'plain': lookup('nats_edge.fleet.nats_checksum', '%s'),
-                          'details': query('nats_edge.fleet.nats_checksum', '%s', '%s', details=true)} | to_json }}"
+                          'details': query('nats_edge.fleet.nats_checksum', '%s', '%s', '%s', '%s/to-binary',
+                                           '%s/to-folder', '%s/dangling', details=true)} | to_json }}"
             dest: "%s"
             mode: "0600"
         - name: Refuse a missing file without details
           ansible.builtin.debug:
             msg: "{{ lookup('nats_edge.fleet.nats_checksum', '%s') }}"
-    """ % (binary, binary, missing, tmp_path / "out.json", missing))
+    """ % (binary, binary, missing, folder, tmp_path, tmp_path, tmp_path, tmp_path / "out.json", missing))
     text = out.stdout
     assert out.returncode != 0 and "nats_checksum: cannot read %s" % missing in text, text[-2000:]
     digest = hashlib.sha1(binary.read_bytes()).hexdigest()
     found = _json.loads((tmp_path / "out.json").read_text())
-    assert found == {"plain": digest, "details": [{"exists": True, "checksum": digest, "mode": "0755"},
-                                                  {"exists": False}]}, found
+    assert found == {"plain": digest, "details": [
+        {"exists": True, "type": "file", "checksum": digest, "mode": "0755"},
+        {"exists": False},
+        {"exists": True, "type": "directory", "mode": "0700"},
+        {"exists": True, "type": "link", "target": "nats-server", "checksum": digest, "mode": "0755"},
+        {"exists": True, "type": "link", "target": "fleet", "mode": "0700"},
+        {"exists": True, "type": "link", "target": "none"}]}, found
 
 
 def test_host_state_reads_files_listings_accounts_packages_and_a_pythons_distributions(module, tmp_path):
