@@ -72,12 +72,17 @@ def bulk_spec(item_spec, key, required=()):
     return spec
 
 
-def run(module, key, item_spec, converge, label, **constraints):
-    """Converge ``module.params[key]`` with ``converge(item_module)`` and exit the module."""
+def checked_items(module, key, item_spec, label, task_params=None, **constraints):
+    """Every item of ``module.params[key]`` checked against ``item_spec`` (less the task-level options), as
+    ``(where, params)``: the item's options with the task-level ones of ``task_params`` (by default the
+    module's own). The first bad item fails the module, naming it, before anything is converged."""
     spec = {name: value for name, value in item_spec.items() if name not in TASK_LEVEL}
     validator = ArgumentSpecValidator(spec, **constraints)
+    if task_params is None:
+        # the task-level options (store, connection, push) as the task gives them
+        task_params = {name: value for name, value in module.params.items() if name not in spec and name != key}
     items = []
-    for index, item in enumerate(module.params[key]):
+    for index, item in enumerate(module.params[key] or []):
         # items are dicts: ansible-core's elements=dict check has refused anything else
         name = label(item)
         where = "%s[%d]%s" % (key, index, " (%s)" % name if name else "")
@@ -90,10 +95,15 @@ def run(module, key, item_spec, converge, label, **constraints):
         module.no_log_values.update(checked._no_log_values)
         if checked.error_messages:
             module.fail_json(msg="%s: %s" % (where, "; ".join(checked.error_messages)), changed=False, item_results=[])
-        # the task-level options (store, connection, push) as the task gives them
-        params = {name: value for name, value in module.params.items() if name not in spec and name != key}
+        params = dict(task_params)
         params.update(checked.validated_parameters)
         items.append((where, params))
+    return items
+
+
+def converge_items(module, items, converge):
+    """Converge the checked ``items`` one after another with ``converge(item_module)``; their results, or an
+    ItemFailure naming the failed item (by its ``where``, unless empty) whose result holds every result so far."""
     results = []
     for where, params in items:
         try:
@@ -102,12 +112,23 @@ def run(module, key, item_spec, converge, label, **constraints):
             results.append(done.result)
         except ItemFailure as failure:
             results.append(failure.result)
-            module.fail_json(msg="%s: %s" % (where, failure.msg), **_summary(results, module))
-    module.exit_json(**_summary(results, module))
+            raise ItemFailure("%s: %s" % (where, failure.msg) if where else failure.msg, results)
+    return results
 
 
-def _summary(results, module):
-    summary = dict(changed=any(result.get("changed") for result in results), item_results=results)
+def run(module, key, item_spec, converge, label, **constraints):
+    """Converge ``module.params[key]`` with ``converge(item_module)`` and exit the module."""
+    items = checked_items(module, key, item_spec, label, **constraints)
+    try:
+        results = converge_items(module, items, converge)
+    except ItemFailure as failure:
+        module.fail_json(msg=failure.msg, **summary(failure.result, module))
+    module.exit_json(**summary(results, module))
+
+
+def summary(results, module, key="item_results"):
+    """changed if any item changed, the items' results under ``key``, their diffs as one list."""
+    out = {"changed": any(result.get("changed") for result in results), key: results}
     if module._diff:
-        summary["diff"] = [result.pop("diff") for result in results if "diff" in result]
-    return summary
+        out["diff"] = [result.pop("diff") for result in results if "diff" in result]
+    return out

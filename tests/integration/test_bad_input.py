@@ -29,6 +29,7 @@ ACCOUNT = "nsc_account"
 USER = "nsc_user"
 EXPORT = "nsc_export"
 NSC_INFO = "nsc_info"
+STORE = "nsc_store"
 KV = "jetstream_kv"
 OBJECTS = "jetstream_object_store"
 FETCH = "jetstream_object_fetch"
@@ -406,6 +407,25 @@ ROWS = [
      "distributions pyspark need python"),
     ("host-state-paths-not-a-list", "host_state", dict(paths={"a": 1}), "paths"),
     ("host-state-unknown-option", "host_state", dict(path=["/etc"]), "Unsupported parameters"),
+    # -- nsc_store: every item checked before the operator; a failing item after unchanged ones -----------------
+    ("store-operator-name-space", STORE, dict(operator="my op"), "operator 'my op': operator name: 'my op'"),
+    ("store-user-unknown-option", STORE, dict(signing_key=True, users=[{"account": "APP", "name": "app",
+                                                                       "colour": "red"}]),
+     "users[0] (APP/app): unknown option colour"),
+    ("store-user-both-expiries", STORE, dict(users=[{"account": "APP", "name": "app", "expires": 1893456000,
+                                                     "expires_in": "1d"}]),
+     "users[0] (APP/app): parameters are mutually exclusive: expires|expires_in"),
+    ("store-account-no-name", STORE, dict(accounts=[{"jetstream": {}}]), "accounts[0]: missing required arguments: name"),
+    ("store-export-no-subject", STORE, dict(exports=[{"account": "APP", "name": "e"}]),
+     "exports[0] (APP e): one of the following is required: subject, share_stream"),
+    ("store-items-not-dicts", STORE, dict(accounts=["APP"]), "accounts"),
+    ("store-account-limit-negative", STORE, dict(signing_key=True, accounts=[
+        APP_ACCOUNT, {"name": "FRESH", "limits": {"conn": -5}}]),
+     "accounts[1] (FRESH): account 'FRESH' of operator 'fleet': limits.conn: -5: use -1"),
+    ("store-user-unknown-account", STORE, dict(signing_key=True, accounts=[APP_ACCOUNT],
+                                               users=[{"account": "NOPE", "name": "u"}]),
+     "users[0] (NOPE/u): user 'u' of account 'NOPE': account 'NOPE' is not in the store"),
+    ("store-unknown-option", STORE, dict(account=[{"name": "APP"}]), "Unsupported parameters"),
     # -- nsc_info -------------------------------------------------------------------------------------------------
     ("nsc-info-unknown-account", NSC_INFO, dict(accounts=["NOPE"]), "no account 'NOPE'"),
     ("nsc-info-unknown-operator", NSC_INFO, dict(operator="nope"), "nope"),
@@ -413,7 +433,7 @@ ROWS = [
     ("nsc-info-lock-words", NSC_INFO, dict(lock_timeout="never"), "lock_timeout"),
 ]
 
-NSC_MODULES = (OPERATOR, ACCOUNT, USER, EXPORT, NSC_INFO)
+NSC_MODULES = (OPERATOR, ACCOUNT, USER, EXPORT, NSC_INFO, STORE)
 
 
 def fill(value, env):

@@ -1,0 +1,201 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to nats_edge.fleet
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One export (or stream share) and its imports in an nsc store: plan the accounts' claims, write,
+push (nsc_export and the fleet's store run use it; the claims themselves are _nsc_exports'). Private to the
+collection.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_exports as graph
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient, NatsClientError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store, StoreError
+
+ARGUMENT_SPEC = dict(
+    nsc.STORE_ARGSPEC,
+    account=dict(type="str"),
+    name=dict(type="str"),
+    subject=dict(type="str"),
+    type=dict(type="str", choices=["stream", "service"], default="stream"),
+    response_type=dict(type="str"),
+    public=dict(type="bool", default=True),
+    account_token_position=dict(type="int", no_log=False),
+    description=dict(type="str"),
+    importers=dict(type="list", elements="dict", default=[], options=dict(
+        account=dict(type="str", required=True), subject=dict(type="str"), local_subject=dict(type="str"),
+        name=dict(type="str"))),
+    share_stream=dict(type="dict", options=dict(
+        stream=dict(type="str", required=True), from_account=dict(type="str", required=True),
+        from_domain=dict(type="str"), to_account=dict(type="str", required=True), to_domain=dict(type="str"),
+        kind=dict(type="str", choices=["source", "mirror", "consumer"], default="source"),
+        durable=dict(type="str"), api_prefix=dict(type="str"), deliver_prefix=dict(type="str"))),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    push=dict(type="bool", default=False),
+    expected_servers=dict(type="int"),
+)
+
+
+def load(store):
+    _op_token, op_claims = store.read_operator()
+    accounts, tokens = {}, {}
+    for name in store.accounts():
+        token, claims = store.read_account(name)
+        store.check_account(name, op_claims, claims)
+        accounts[name], tokens[name] = claims, token
+    return op_claims, accounts, tokens
+
+
+def edges_from(params, accounts):
+    publics = {name: claims["sub"] for name, claims in accounts.items()}
+    if params["share_stream"]:
+        return graph.share_edges(params["share_stream"], publics)
+    account = params["account"]
+    where = "export %r of account %r" % (params["name"] or params["subject"], account)
+    if account not in accounts:
+        raise StoreError("%s: account %r is not in the store" % (where, account))
+    export = graph.export_claim(params["name"], params["subject"], params["type"], public=params["public"],
+                                response_type=params["response_type"],
+                                account_token_position=params["account_token_position"],
+                                description=params["description"], where=where)
+    imports = []
+    for index, importer in enumerate(params["importers"]):
+        at = "%s: importers[%d]" % (where, index)
+        if importer["account"] not in accounts:
+            raise StoreError("%s: account %r is not in the store" % (at, importer["account"]))
+        imports.append((importer["account"], graph.import_claim(
+            export, publics[importer["account"]], subject=importer["subject"],
+            local_subject=importer["local_subject"], name=importer["name"], where=at)))
+    return [graph.Edge(account, export, imports)], None
+
+
+def activation_signer(store, accounts):
+    retiring_by_account = {}
+
+    def sign(exporter, export, importer_public, imp, current):
+        claims = accounts[exporter]
+        if exporter not in retiring_by_account:
+            retiring_by_account[exporter] = store.read_previous_signing_keys(exporter)
+        retiring = retiring_by_account[exporter]
+        seed, via_signing_key = nsc.signer_of(store, claims, "account %r" % exporter, retiring)
+        desired = graph.activation_claims(importer_public, export, imp, claims["sub"] if via_signing_key else None)
+        if current:
+            try:
+                existing = jwt.decode(current, verify=True)
+            except jwt.JWTError:
+                existing = None
+            # an activation a replaced signing key signed is signed again, before that key is retired
+            if existing and jwt.same_claims(nsc.body(existing), desired) and existing.get("iss") in (
+                    [claims["sub"]] + [k for k in claims["nats"].get("signing_keys") or [] if k not in retiring]):
+                return current
+        return jwt.encode(desired, seed)
+    return sign
+
+
+def plan(module, store):
+    p = module.params
+    op_claims, accounts, tokens = load(store)
+    edges, external = edges_from(p, accounts)
+    after = graph.apply(accounts, edges, p["state"], activation_signer(store, accounts))
+    signer = None
+    changed_accounts, new_tokens, diff = [], {}, {"before": {}, "after": {}}
+    for name in sorted(after):
+        if not nsc.needs_signing(accounts[name], nsc.body(after[name])):
+            continue
+        if signer is None:
+            signer, _via = nsc.signer_of(store, op_claims, "operator %r" % store.operator)
+        new_tokens[name] = jwt.encode(nsc.body(after[name]), signer)
+        changed_accounts.append({"name": name, "account_id": accounts[name]["sub"]})
+        diff["before"][name] = graph.graph_part(accounts[name])
+        diff["after"][name] = graph.graph_part(after[name])
+    managed_exports = [dict(edge.export, account=edge.exporter) for edge in edges]
+    managed_imports = [dict(imp, account=importer, exporter=edge.exporter) for edge in edges
+                       for importer, imp in edge.imports]
+    result = dict(changed=bool(changed_accounts), exports_changed=bool(changed_accounts),
+                  accounts=changed_accounts, exports=managed_exports, imports=managed_imports)
+    if external is not None:
+        result["external"] = external
+    if module._diff:
+        result["diff"] = diff
+    return result, op_claims, accounts, tokens, new_tokens, edges
+
+
+def push(module, params, names, tokens, result):
+    p = module.params
+    result.update(pushed=[], unconfirmed=[])
+    with NatsClient(params) as client:
+        for name in names:
+            token = tokens[name]
+            claims = jwt.decode(token, verify=False)
+            current = nsc.lookup(client, claims["sub"], min(client.timeout, 2.0))
+            if current and jwt.same_claims(jwt.decode(current, verify=False), claims):
+                continue
+            result["changed"] = True
+            if not any(a["name"] == name for a in result["accounts"]):
+                result["accounts"].append({"name": name, "account_id": claims["sub"]})
+            if module.check_mode:
+                continue
+            answers, unconfirmed, read_back = nsc.push_account(client, claims["sub"], token, client.timeout,
+                                                               p["expected_servers"])
+            result["pushed"].append({"account": name, "answers": answers})
+            if not read_back:
+                unconfirmed = unconfirmed + ["(read-back)"]
+            result["unconfirmed"] += ["%s on %s" % (name, server) for server in unconfirmed]
+    if result["unconfirmed"]:
+        raise nsc.PushFailed("the push was not confirmed: %s" % ", ".join(result["unconfirmed"]))
+
+
+# one export: either a subject (with its account) or a share_stream
+CONSTRAINTS = dict(required_one_of=[["subject", "share_stream"]],
+                   mutually_exclusive=[["share_stream", "subject"], ["share_stream", "account"], ["share_stream", "name"]],
+                   required_by={"subject": ["account"]})
+
+
+def label(item):
+    """How errors name an item of a list of exports."""
+    share = item.get("share_stream")
+    if isinstance(share, dict):
+        return "share of %s from %s to %s" % (share.get("stream"), share.get("from_account"), share.get("to_account"))
+    return "%s %s" % (item.get("account"), item.get("name") or item.get("subject"))
+
+
+def converge(module):
+    """One export, as the single form converges it (also each item of ``exports``)."""
+    p = module.params
+    result, written = {}, False
+    try:
+        store = Store(p["store_dir"], p["keys_dir"], p["operator"])
+        with store.locked(p["lock_timeout"], create=False):
+            result, op_claims, _accounts, tokens, new_tokens, edges = plan(module, store)
+            # refuse unusable push credentials before the store changes
+            push_with = nsc.push_params(store, op_claims, p) if p["push"] else None
+            if new_tokens and not module.check_mode:
+                for name, token in new_tokens.items():
+                    store.write_account(name, token)
+                written = True
+            if p["push"]:
+                affected = set(new_tokens)
+                for edge in edges:
+                    affected.add(edge.exporter)
+                    affected.update(importer for importer, _imp in edge.imports)
+                current = dict(tokens, **new_tokens)
+                try:
+                    push(module, push_with, sorted(affected), current, result)
+                except (NatsClientError, nsc.PushFailed) as exc:
+                    result["unconfirmed"] = result.get("unconfirmed") or ["(no server was reached)"]
+                    raise nsc.PushFailed("%s%s" % ("the store holds the new JWTs, but " if written else "", exc))
+    except (StoreError, jwt.JWTError, OSError, NatsClientError, nsc.PushFailed) as exc:
+        # changed says what really happened: the store written, or a JWT sent
+        result["changed"] = written or bool(result.get("pushed"))
+        _blank_tokens(result)
+        again = "; the next run pushes again" if written and isinstance(exc, nsc.PushFailed) else ""
+        module.fail_json(msg="operator %r: %s%s" % (p["operator"], exc, again), **result)
+    _blank_tokens(result)
+    module.exit_json(**result)
+
+
+def _blank_tokens(result):
+    for imp in result.get("imports") or []:
+        imp.pop("token", None)
