@@ -78,11 +78,6 @@ def nats_fleet_pass(batches, key):
 
 
 @_filter
-def nats_fleet_copy_waits(batches):
-    return _fleet.copy_waits(batches)
-
-
-@_filter
 def nats_fleet_consumers(consumers, default_account, creds_dir, admins):
     return _fleet.consumers(consumers, default_account, creds_dir, admins)
 
@@ -104,5 +99,5 @@ class FilterModule(object):
         return {f.__name__: f for f in (
             nats_fleet_check, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes,
             nats_fleet_domains, nats_fleet_push_targets, nats_fleet_push_order, nats_fleet_stream_batches, nats_fleet_pass,
-            nats_fleet_copy_waits, nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches,
+            nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches,
             nats_fleet_stale_files)}

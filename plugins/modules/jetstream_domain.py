@@ -69,6 +69,17 @@ options:
       - The cluster's JetStream C(unique_tag) prefix, such as V(az:), for the placement check of the streams,
         buckets and stores (see M(nats_edge.fleet.jetstream_stream)'s option of that name).
     type: str
+  wait_seconds:
+    description:
+      - After the changes, wait up to this many seconds until every stream, bucket and store of the run that
+        copies from an origin (a mirror or sources) has caught up, read each second and held against its
+        origins as M(nats_edge.fleet.jetstream_info) with C(compare_origins) holds it (a copy made a moment ago
+        reports no lag until its first message); then fail naming the copies still behind.
+      - V(0) waits for nothing. In check mode nothing is waited for.
+      - The site.yml streams stage waits so in the run that converges the copies, where it ran
+        M(nats_edge.fleet.jetstream_info) after it.
+    type: int
+    default: 0
 notes:
   - An item that fails its kind's checks fails the task before anything is sent, naming the list, the item
     and the option. A failure after the first change names the item and reports what was sent in RV(actions).
@@ -129,6 +140,13 @@ consumer_results:
   returned: always
   type: list
   elements: dict
+replication:
+  description:
+    - The copies' replication rows of the last read of O(wait_seconds), as M(nats_edge.fleet.jetstream_info)
+      returns them in its C(replication) (C(stream), C(kind), C(source), C(lag), C(status), ...).
+  returned: when O(wait_seconds) waited for a copy
+  type: list
+  elements: dict
 actions:
   description: The JetStream API requests that change something, in the order sent; in check mode the ones that would be.
   returned: always
@@ -143,6 +161,7 @@ diff:
 
 import contextlib
 import copy
+import time
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -153,6 +172,8 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer impor
     ConsumerInputError, domain_version, plan, request_body)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer_manager import (
     ARGUMENT_SPEC as CONSUMER_OPTIONS, ConsumerFailure, ConsumerManager, checked_consumer, consumer_label)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import STATUS_OK
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_report import InfoFailure, Report
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import (
     OBJECT_STORE_OPTIONS, Entries, checked_objects, converge_objects)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import AccountStreams, StreamFailure
@@ -165,7 +186,10 @@ ARGUMENT_SPEC = dict(
     object_stores=dict(type="list", elements="dict", default=[]),
     consumers=dict(type="list", elements="dict", default=[]),
     unique_tag=dict(type="str"),
+    wait_seconds=dict(type="int", default=0),
 )
+# a copy whose origin has been quiet this long is not called stalled (jetstream_info's default)
+INACTIVE_AFTER_NS = 10 * 10**9
 _CREDS = dict(creds=dict(type="path"))
 # each list's items as their own module takes them
 ITEM_SPECS = dict(
@@ -229,6 +253,7 @@ class Domain(object):
         self.accounts = AccountStreams(module, self.declared)
         self.results = dict(buckets=[], stores=[], consumer_results=[])
         self.consumer_actions = []
+        self.replication = None
 
     def run(self):
         with contextlib.ExitStack() as connections:
@@ -256,6 +281,46 @@ class Domain(object):
                     self.consumer_actions.extend(js.actions)
                 result.update(stream=item["stream"], name=item["name"])
                 self.results["consumer_results"].append(result)
+            if self.params["wait_seconds"] > 0 and not self.module.check_mode:
+                self.wait(connect)
+
+    def copies(self):
+        """The streams (buckets' and stores' too) of this run that copy from an origin, per account's creds."""
+        out = {}
+        for desired in self.declared:
+            if desired.state == "present" and (desired.config.get("mirror") or desired.config.get("sources")):
+                out.setdefault(desired.creds, []).append(desired.name)
+        return out
+
+    def wait(self, connect):
+        """Until every copy of this run has caught up with its origins (held against them, as jetstream_info's
+        compare_origins does), reading again each second for wait_seconds; then fail naming what is behind."""
+        copies = self.copies()
+        if not copies:
+            return
+        deadline = time.monotonic() + self.params["wait_seconds"]
+        target = [(self.params.get("domain"), self.params.get("api_prefix"))]
+        while True:
+            rows, missing = [], []
+            for creds, names in copies.items():
+                report = Report(self.module, connect(creds), INACTIVE_AFTER_NS)
+                try:
+                    report.collect(target, names)
+                except InfoFailure as exc:
+                    raise DomainError(str(exc))
+                report.compare_origins()
+                found = set(stream["name"] for stream in report.streams)
+                missing += [name for name in names if name not in found]
+                rows += report.replication
+            self.replication = rows
+            behind = ["%s (%s from %s: %s)" % (row["stream"], row["kind"], row["source"], row["status"])
+                      for row in rows if row["status"] != STATUS_OK] + ["%s (not found)" % name for name in missing]
+            if not behind:
+                return
+            if time.monotonic() >= deadline:
+                raise DomainError("the copies have not caught up with their origins after %d s: %s" % (
+                    self.params["wait_seconds"], ", ".join(behind)))
+            time.sleep(1)
 
     def created_here(self, item):
         """Whether the consumer's stream is one this run creates (in check mode: is not there yet)."""
@@ -316,6 +381,8 @@ class Domain(object):
         streams = self.accounts.result(True)
         stream_entries = streams["streams"][:len(self.items["streams"])]
         out = dict(streams=stream_entries, actions=streams["actions"] + self.consumer_actions, **self.results)
+        if self.replication is not None:
+            out["replication"] = self.replication
         groups = (stream_entries, out["buckets"], out["stores"], out["consumer_results"])
         out["changed"] = any(e["changed"] for group in groups for e in group)
         if self.module._diff:
@@ -338,7 +405,7 @@ def main():
         result = domain.result()
         extra["changed"] = result["changed"] or extra.get("changed", False)
         module.fail_json(msg=exc.msg, **dict(result, **extra))
-    except (kv.BucketError, js_stream.StreamError, StreamFailure, NatsClientError, JetStreamError,
+    except (DomainError, kv.BucketError, js_stream.StreamError, StreamFailure, NatsClientError, JetStreamError,
             objects.ObjectError, OSError) as exc:
         module.fail_json(msg=str(exc), **domain.result())
     module.exit_json(**domain.result())

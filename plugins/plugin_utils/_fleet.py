@@ -337,13 +337,8 @@ def push_targets(domain_map, via="site", hub_domain=""):
             for domain, entry in sorted(domain_map.items()) if entry["urls"]]
 
 
-# The stream a key-value bucket or object store is kept in: its name after this prefix.
-STREAM_PREFIX = {"stream": "", "kv": "KV_", "objects": "OBJ_"}
-
-
 def stream_batches(streams, default_account, creds_dir, admins, where="", kind="stream", files_dir=""):
-    """The domain's streams (or KV buckets, or object stores) per account: [{account, creds, origins, copies,
-    copy_streams}], ``copy_streams`` naming the JetStream streams of the copies (KV_<bucket>, OBJ_<store>).
+    """The domain's streams (or KV buckets, or object stores) per account: [{account, creds, origins, copies}].
 
     Origins (streams that copy from nowhere) are converged in a first pass on
     every domain, so mirrors and sources find what they copy. An object's
@@ -360,11 +355,10 @@ def stream_batches(streams, default_account, creds_dir, admins, where="", kind="
             raise FleetError("%s%s.account: account %r has no user to converge its streams with"
                              % (where, _label(kind, stream, i), account))
         batch = batches.setdefault(account, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
-                                             "origins": [], "copies": [], "copy_streams": []})
+                                             "origins": [], "copies": []})
         item = module_args(stream, kind)
         if item.get("mirror") or item.get("sources"):
             batch["copies"].append(item)
-            batch["copy_streams"].append(STREAM_PREFIX[kind] + item["name"])
         else:
             batch["origins"].append(item)
     return list(batches.values())
@@ -374,17 +368,6 @@ def pass_items(batches, key):
     """Every batch's ``key`` items (``origins`` or ``copies``), each with its batch's creds: the items of one
     module run that converges the pass for every account at once."""
     return [dict(item, creds=batch["creds"]) for batch in batches or [] for item in batch.get(key) or []]
-
-
-def copy_waits(batches):
-    """Per account (in batch order), the JetStream streams of its copies, from any number of
-    stream_batches results (streams, buckets, object stores): [{name, creds, streams}]."""
-    waits = {}
-    for batch in batches or []:
-        if batch.get("copy_streams"):
-            wait = waits.setdefault(batch["account"], {"name": batch["account"], "creds": batch["creds"], "streams": []})
-            wait["streams"].extend(batch["copy_streams"])
-    return list(waits.values())
 
 
 def consumers(items, default_account, creds_dir, admins):

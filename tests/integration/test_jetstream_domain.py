@@ -62,6 +62,34 @@ def test_copies_in_another_domain_in_one_run(hub_and_leaf):
     assert not again["changed"], again
 
 
+def test_the_run_waits_until_its_copies_have_caught_up_and_fails_naming_one_that_cannot(hub_and_leaf):
+    """wait_seconds: every copy of the run (a stream, a bucket's and a store's) held against its origin."""
+    assert not run_module("jetstream_domain", items(hub_and_leaf["hub"])).get("failed")
+    publish(hub_and_leaf["hub"], "orders.new", 25)
+    leaf = dict(servers=[hub_and_leaf["leaf"]], domain="leaf", timeout=3.0, wait_seconds=30,
+                streams=[{"name": "orders-copy", "mirror": {"name": "ORDERS", "domain": "hub"}}],
+                kv_buckets=[{"name": "settings", "mirror": {"name": "settings", "domain": "hub"}}],
+                object_stores=[{"name": "files", "mirror": {"name": "files", "domain": "hub"}}])
+    made = run_module("jetstream_domain", leaf)
+    assert made["changed"] and not made.get("failed"), made
+    rows = dict((row["stream"], row) for row in made["replication"])
+    assert sorted(rows) == ["KV_settings", "OBJ_files", "orders-copy"], rows
+    assert all(row["status"] == "ok" for row in rows.values()), rows
+    # caught up: everything the origins hold is in the copies when the run returns
+    assert rows["orders-copy"]["origin_last_seq"] == 25, rows
+    with jetstream(hub_and_leaf["leaf"], "leaf") as js:
+        assert js.call("STREAM.INFO.orders-copy")["state"]["messages"] == 25
+        assert js.call("STREAM.INFO.KV_settings")["state"]["messages"] == 2
+    # check mode waits for nothing; a copy of an origin that is not there fails the wait, named
+    assert "replication" not in run_module("jetstream_domain", leaf, check_mode=True)
+    stuck = run_module("jetstream_domain", dict(leaf, wait_seconds=2, kv_buckets=[], object_stores=[], streams=[
+        {"name": "orders-copy", "mirror": {"name": "ORDERS", "domain": "hub"}},
+        {"name": "nothing-copy", "mirror": {"name": "NOTHING", "domain": "hub"}}]))
+    assert stuck["failed"] and stuck["msg"].startswith("the copies have not caught up with their origins after 2 s: "), stuck
+    assert "nothing-copy (mirror from NOTHING" in stuck["msg"] and "orders-copy" not in stuck["msg"], stuck["msg"]
+    assert [s["action"] for s in stuck["streams"]] == ["none", "create"], stuck["streams"]
+
+
 def test_bad_items_are_refused_before_anything_is_sent(hub_and_leaf):
     wanted = items(hub_and_leaf["hub"])
     cases = [

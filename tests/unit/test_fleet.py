@@ -99,26 +99,20 @@ def test_stream_batches_put_origins_before_copies():
          {"name": "x", "account": "IMP", "mirror": {"name": "agg"}}], "TEST", "/c", {"TEST": "leaf", "IMP": "i"})
     assert batches == [
         {"account": "TEST", "creds": "/c/TEST/leaf.creds", "origins": [{"name": "cnc", "subjects": ["cnc"]}],
-         "copies": [{"name": "agg", "sources": [{"name": "test", "domain": "s"}]}], "copy_streams": ["agg"]},
-        {"account": "IMP", "creds": "/c/IMP/i.creds", "origins": [], "copies": [{"name": "x", "mirror": {"name": "agg"}}],
-         "copy_streams": ["x"]}]
+         "copies": [{"name": "agg", "sources": [{"name": "test", "domain": "s"}]}]},
+        {"account": "IMP", "creds": "/c/IMP/i.creds", "origins": [], "copies": [{"name": "x", "mirror": {"name": "agg"}}]}]
     with pytest.raises(_fleet.FleetError, match="no user to converge"):
         _fleet.stream_batches([{"name": "s", "account": "NOUSERS"}], "TEST", "/c", {})
 
 
-def test_a_pass_is_every_accounts_items_with_their_creds_and_the_waits_are_per_account():
+def test_a_pass_is_every_accounts_items_with_their_creds():
     streams = _fleet.stream_batches(
         [{"name": "cnc", "subjects": ["cnc"]}, {"name": "x", "account": "IMP", "mirror": {"name": "agg"}},
          {"name": "y", "account": "IMP", "subjects": ["y"]}], "TEST", "/c", {"TEST": "leaf", "IMP": "i"})
-    kv = _fleet.stream_batches([{"name": "cfg", "mirror": {"name": "cfg", "domain": "hub"}}], "TEST", "/c",
-                               {"TEST": "leaf"}, kind="kv")
     assert _fleet.pass_items(streams, "origins") == [{"name": "cnc", "subjects": ["cnc"], "creds": "/c/TEST/leaf.creds"},
                                                      {"name": "y", "subjects": ["y"], "creds": "/c/IMP/i.creds"}]
     assert _fleet.pass_items(streams, "copies") == [{"name": "x", "mirror": {"name": "agg"}, "creds": "/c/IMP/i.creds"}]
-    assert _fleet.copy_waits(streams + kv) == [
-        {"name": "IMP", "creds": "/c/IMP/i.creds", "streams": ["x"]},
-        {"name": "TEST", "creds": "/c/TEST/leaf.creds", "streams": ["KV_cfg"]}]
-    assert _fleet.copy_waits([]) == [] and _fleet.pass_items(None, "origins") == []
+    assert _fleet.pass_items(None, "origins") == []
 
 
 def test_contexts_one_per_domain_and_sys():
@@ -227,12 +221,12 @@ def test_object_store_batches_find_relative_sources_under_the_inventory():
          {"name": "copy", "account": "A", "mirror": {"name": "files", "domain": "hub"}}],
         "TEST", "/c", {"TEST": "leaf", "A": "u"}, kind="objects", files_dir="/inv")
     assert batches == [
-        {"account": "TEST", "creds": "/c/TEST/leaf.creds", "copies": [], "copy_streams": [],
+        {"account": "TEST", "creds": "/c/TEST/leaf.creds", "copies": [],
          "origins": [{"name": "files", "objects": [
              {"name": "a", "src": "/inv/files/a"}, {"name": "b", "src": "/abs/b"}, {"name": "c", "content": "c"}]}]},
         # an object store's copy is kept in the stream OBJ_<store>
         {"account": "A", "creds": "/c/A/u.creds", "origins": [],
-         "copies": [{"name": "copy", "mirror": {"name": "files", "domain": "hub"}}], "copy_streams": ["OBJ_copy"]}]
+         "copies": [{"name": "copy", "mirror": {"name": "files", "domain": "hub"}}]}]
     with pytest.raises(_fleet.FleetError, match=re.escape("nats_object_stores[0] (files): no account")):
         _fleet.stream_batches([{"name": "files"}], "", "/c", {}, kind="objects")
 
