@@ -101,6 +101,15 @@ def test_no_secret_in_verbose_diff_output_of_any_module(tmp_path):
                 creds: "%(sys_creds)s"
             - name: The store
               nats_edge.fleet.nsc_info: %(store)s
+            - name: The whole store in one run, a user more
+              nats_edge.fleet.nsc_store:
+                <<: %(store)s
+                signing_key: true
+                accounts:
+                  - {name: APP, signing_key: true, jetstream: {disk_storage: 64MiB, mem_storage: 8MiB}}
+                users:
+                  - {account: APP, name: app, permissions: {pub: {allow: [">"]}, sub: {allow: [">"]}}}
+                  - {account: APP, name: second}
             - name: A stream with creds
               nats_edge.fleet.jetstream_stream: {servers: ["%(op)s"], creds: "{{ user.creds_file }}", name: S1,
                                                  subjects: [s1.>], max_age: 1d}
@@ -130,10 +139,11 @@ def test_no_secret_in_verbose_diff_output_of_any_module(tmp_path):
             server.stop()
     out = proc.stdout
     assert proc.returncode == 0, out[-5000:]
-    assert "ok=14" in out and "failed=0" in out and "ignored=1" in out, out[-3000:]
+    assert "ok=15" in out and "failed=0" in out and "ignored=1" in out, out[-3000:]
     assert "module_args" in out  # the invocation really is in the output
 
-    creds_files = [operator["sys_creds"], str(tmp_path / "keys" / "creds" / "fleet" / "APP" / "app.creds")]
+    creds_files = [operator["sys_creds"]] + [str(tmp_path / "keys" / "creds" / "fleet" / "APP" / name)
+                                             for name in ("app.creds", "second.creds")]
     leaks = []
     if SEED.search(out):
         leaks.append("a seed: %s..." % SEED.search(out).group(0)[:6])
