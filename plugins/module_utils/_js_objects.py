@@ -106,10 +106,42 @@ def remove(client, js, bucket, current):
     js.call("STREAM.PURGE.OBJ_%s" % bucket, {"filter": kv.chunk_subject(bucket, current["nuid"])})
 
 
-def fetch(client, js, bucket, name, dest, mode=0o644):
-    """Read an object (from a bucket or a copy of one) into ``dest``, written whole and only
-    after its digest matched. Returns its metadata."""
+def file_mode(value):
+    """A file mode option as a number: an octal string (V("0640")) or YAML's number for an unquoted 0640."""
+    try:
+        return value if isinstance(value, int) else int(str(value), 8)
+    except ValueError:
+        raise ObjectError("mode: %r is not an octal mode" % (value,))
+
+
+def check_dest(dest):
+    """A fetch's ``dest`` is a file in a directory that exists."""
+    if not os.path.isdir(os.path.dirname(os.path.abspath(dest))):
+        raise ObjectError("dest: the directory of %s does not exist" % dest)
+
+
+def fetch_to_file(client, js, bucket, name, dest, mode, check_mode):
+    """``dest`` made the object's content (fetched only when its digest differs) with ``mode``; in check mode
+    only what would change. Returns (result: changed, digest, size, dest; the file's digest before)."""
+    check_dest(dest)
+    before = file_digest(dest) if os.path.isfile(dest) else None
     found = objects(client, js, bucket).get(name)
+    if found is None:
+        raise ObjectError("it is not in the bucket %s" % js.where())
+    changed = not kv.same_digest(before, found.get("digest"))
+    if changed and not check_mode:
+        fetch(client, js, bucket, name, dest, mode, found)
+    elif not changed and os.stat(dest).st_mode & 0o7777 != mode:
+        changed = True
+        if not check_mode:
+            os.chmod(dest, mode)
+    return dict(changed=changed, digest=found.get("digest"), size=found.get("size"), dest=dest), before
+
+
+def fetch(client, js, bucket, name, dest, mode=0o644, found=None):
+    """Read an object (from a bucket or a copy of one; ``found``, its metadata, when already read) into
+    ``dest``, written whole and only after its digest matched. Returns its metadata."""
+    found = found or objects(client, js, bucket).get(name)
     if found is None:
         raise ObjectError("object %r is not in bucket %r %s" % (name, bucket, js.where()))
     messages = client.read_stream(js.prefix, "OBJ_" + bucket, kv.chunk_subject(bucket, found["nuid"]))

@@ -18,7 +18,8 @@ description:
     account is read and planned (placements checked, objects' files read) before the first change.
     Then the streams (buckets and stores are streams too) are changed, origins ahead of their copies,
     then the buckets' entries and the stores' objects are written where they differ, then the
-    consumers are converged, in the order given.
+    consumers are converged, in the order given, then (after O(wait_seconds)) the objects of O(fetches)
+    are written to files.
   - The site.yml streams stage runs it once per pass and domain, so a domain costs two module runs
     instead of one per kind and pass.
 author: nats_edge.fleet contributors (@nats_edge)
@@ -76,10 +77,22 @@ options:
         origins as M(nats_edge.fleet.jetstream_info) with C(compare_origins) holds it (a copy made a moment ago
         reports no lag until its first message); then fail naming the copies still behind.
       - V(0) waits for nothing. In check mode nothing is waited for.
+      - The wait comes before O(fetches), so what is fetched from a copy is complete.
       - The site.yml streams stage waits so in the run that converges the copies, where it ran
         M(nats_edge.fleet.jetstream_info) after it.
     type: int
     default: 0
+  fetches:
+    description:
+      - Objects to write to files where the module runs, each item with the options of
+        M(nats_edge.fleet.jetstream_object_fetch) (C(bucket), C(name), C(dest), C(mode)) and C(creds) as in
+        O(kv_buckets); fetched last, each only when the file's digest differs, digest checked, written whole.
+      - The site.yml streams stage fetches so, into the controller's cache, the objects the domain's hosts list,
+        from the domain's own copy.
+      - In check mode an object of a store the run would create is reported as a file to write.
+    type: list
+    elements: dict
+    default: []
 notes:
   - An item that fails its kind's checks fails the task before anything is sent, naming the list, the item
     and the option. A failure after the first change names the item and reports what was sent in RV(actions).
@@ -140,6 +153,11 @@ consumer_results:
   returned: always
   type: list
   elements: dict
+fetched:
+  description: One entry per item of O(fetches) (C(bucket), C(name), C(dest), C(changed), C(digest), C(size)).
+  returned: always
+  type: list
+  elements: dict
 replication:
   description:
     - The copies' replication rows of the last read of O(wait_seconds), as M(nats_edge.fleet.jetstream_info)
@@ -187,6 +205,7 @@ ARGUMENT_SPEC = dict(
     consumers=dict(type="list", elements="dict", default=[]),
     unique_tag=dict(type="str"),
     wait_seconds=dict(type="int", default=0),
+    fetches=dict(type="list", elements="dict", default=[]),
 )
 # a copy whose origin has been quiet this long is not called stalled (jetstream_info's default)
 INACTIVE_AFTER_NS = 10 * 10**9
@@ -198,6 +217,8 @@ ITEM_SPECS = dict(
         type="str", choices=["present", "absent"], default="present"), **copy.deepcopy(kv.KV_OPTIONS)), []),
     object_stores=(dict(_CREDS, **copy.deepcopy(OBJECT_STORE_OPTIONS)), []),
     consumers=(dict(_CREDS, **copy.deepcopy(CONSUMER_OPTIONS)), [["filter_subject", "filter_subjects"]]),
+    fetches=(dict(_CREDS, bucket=dict(type="str", required=True), name=dict(type="str", required=True),
+                  dest=dict(type="path", required=True), mode=dict(type="raw", default="0644")), []),
 )
 
 
@@ -215,13 +236,24 @@ def checked_items(params):
                 raise DomainError("%s[%d]: expected a mapping, got %r" % (key, index, item))
             result = ArgumentSpecValidator(spec, mutually_exclusive=exclusive).validate(item)
             if result.error_messages:
-                raise DomainError("%s[%d] (%s): %s" % (key, index, item.get("name"), "; ".join(result.error_messages)))
+                raise DomainError("%s[%d] (%s): %s" % (key, index, _item_label(key, item), "; ".join(result.error_messages)))
             validated = result.validated_parameters
+            if key == "fetches":
+                try:
+                    kv.check_bucket("object store", validated["bucket"])
+                    validated["mode"] = objects.file_mode(validated["mode"])
+                    objects.check_dest(validated["dest"])
+                except (kv.BucketError, objects.ObjectError) as exc:
+                    raise DomainError("%s[%d] (%s): %s" % (key, index, _item_label(key, item), exc))
             # the task's own creds: the task's connection and account
             if validated.get("creds") and validated["creds"] == params.get("creds"):
                 validated["creds"] = None
             out[key].append(validated)
     return out
+
+
+def _item_label(key, item):
+    return "%s/%s" % (item.get("bucket"), item.get("name")) if key == "fetches" else item.get("name")
 
 
 class Domain(object):
@@ -251,7 +283,7 @@ class Domain(object):
             for warning in desired.warnings:
                 module.warn(warning)
         self.accounts = AccountStreams(module, self.declared)
-        self.results = dict(buckets=[], stores=[], consumer_results=[])
+        self.results = dict(buckets=[], stores=[], consumer_results=[], fetched=[])
         self.consumer_actions = []
         self.replication = None
 
@@ -283,6 +315,30 @@ class Domain(object):
                 self.results["consumer_results"].append(result)
             if self.params["wait_seconds"] > 0 and not self.module.check_mode:
                 self.wait(connect)
+            for item in self.items["fetches"]:
+                self.results["fetched"].append(self.fetch(connect, item))
+
+    def fetch(self, connect, item):
+        """An object into a file on this host (the controller, for the fleet's cache), digest checked."""
+        where = "fetches (%s/%s)" % (item["bucket"], item["name"])
+        manager = self.accounts.managers.get(item["creds"])
+        entry = manager.results.get("OBJ_" + item["bucket"]) if manager else None
+        if self.module.check_mode and entry and entry["action"] in ("create", "recreate"):
+            # the store this run would create has nothing to read yet: the file would be written
+            result = dict(changed=True, digest=None, size=None, dest=item["dest"])
+            before = None
+        else:
+            client = connect(item["creds"])
+            js = JetStream(client, domain=self.params.get("domain"), api_prefix=self.params.get("api_prefix"))
+            try:
+                result, before = objects.fetch_to_file(client, js, item["bucket"], item["name"], item["dest"],
+                                                       item["mode"], self.module.check_mode)
+            except objects.ObjectError as exc:
+                raise DomainError("%s: %s" % (where, exc))
+        result.update(bucket=item["bucket"], name=item["name"])
+        if self.module._diff:
+            result["diff"] = dict(before={"digest": before}, after={"digest": result["digest"]})
+        return result
 
     def copies(self):
         """The streams (buckets' and stores' too) of this run that copy from an origin, per account's creds."""
@@ -383,7 +439,7 @@ class Domain(object):
         out = dict(streams=stream_entries, actions=streams["actions"] + self.consumer_actions, **self.results)
         if self.replication is not None:
             out["replication"] = self.replication
-        groups = (stream_entries, out["buckets"], out["stores"], out["consumer_results"])
+        groups = (stream_entries, out["buckets"], out["stores"], out["consumer_results"], out["fetched"])
         out["changed"] = any(e["changed"] for group in groups for e in group)
         if self.module._diff:
             out["diff"] = [e.get("diff") for group in groups for e in group if e["changed"]]

@@ -88,8 +88,6 @@ dest:
   type: str
 """
 
-import os
-
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
@@ -109,31 +107,20 @@ def main():
     where = "object %r of bucket %r" % (p["name"], p["bucket"])
     try:
         kv.check_bucket("object store", p["bucket"])
-        mode = p["mode"] if isinstance(p["mode"], int) else int(str(p["mode"]), 8)  # an int is YAML's 0644
-    except (kv.BucketError, ValueError) as exc:
-        module.fail_json(msg="%s: %s" % (where, exc if isinstance(exc, kv.BucketError) else
-                                         "mode: %r is not an octal mode" % p["mode"]))
-    if not os.path.isdir(os.path.dirname(os.path.abspath(p["dest"]))):
-        module.fail_json(msg="%s: dest: the directory of %s does not exist" % (where, p["dest"]))
+        mode = objects.file_mode(p["mode"])
+        objects.check_dest(p["dest"])
+    except (kv.BucketError, objects.ObjectError) as exc:
+        module.fail_json(msg="%s: %s" % (where, exc))
     require_nats_py(module)
-    before = objects.file_digest(p["dest"]) if os.path.isfile(p["dest"]) else None
     try:
         with NatsClient(p) as client:
             js = JetStream(client, domain=p.get("domain"), api_prefix=p.get("api_prefix"))
-            found = objects.objects(client, js, p["bucket"]).get(p["name"])
-            if found is None:
-                raise objects.ObjectError("it is not in the bucket %s" % js.where())
-            changed = not kv.same_digest(before, found.get("digest"))
-            if changed and not module.check_mode:
-                objects.fetch(client, js, p["bucket"], p["name"], p["dest"], mode)
+            result, before = objects.fetch_to_file(client, js, p["bucket"], p["name"], p["dest"], mode,
+                                                   module.check_mode)
     except (objects.ObjectError, NatsClientError, JetStreamError, OSError) as exc:
         module.fail_json(msg="%s: %s" % (where, exc))
-    if not changed and not module.check_mode and os.stat(p["dest"]).st_mode & 0o7777 != mode:
-        os.chmod(p["dest"], mode)
-        changed = True
-    result = dict(changed=changed, digest=found.get("digest"), size=found.get("size"), dest=p["dest"])
     if module._diff:
-        result["diff"] = dict(before={"digest": before}, after={"digest": found.get("digest")})
+        result["diff"] = dict(before={"digest": before}, after={"digest": result["digest"]})
     module.exit_json(**result)
 
 

@@ -432,8 +432,9 @@ def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_di
     """The ``nats_object_fetch`` of one domain's hosts: each object fetched once, from the domain's
     own copy, into the controller's cache; then copied to every host that lists it.
 
-    Returns {"fetches": [{account, creds, bucket, name, cache}], "copies": {host: [{src, dest, path (= dest),
-    kind (file), mode, owner, group}]}}."""
+    Returns {"fetches": [{account, creds, bucket, name, cache, args}], "copies": {host: [{src, dest, path (= dest),
+    kind (file), mode, owner, group}]}}; ``args``, an item of jetstream_domain's ``fetches`` that writes the
+    cache file (0600)."""
     fetches, copies = {}, {}
     for host in hosts:
         # hostvars come raw (rendering every host's variables costs more than the plan): only these items are read
@@ -444,8 +445,10 @@ def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_di
                     host, item.get("bucket"), item.get("name"), account))
             cache = "/".join([str(cache_dir).rstrip("/"), quote(domain or "-", safe=""), account, item["bucket"],
                               quote(item["name"], safe="")])
-            fetches.setdefault(cache, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
-                                       "bucket": item["bucket"], "name": item["name"], "cache": cache})
+            creds = creds_path(creds_dir, account, admins[account])
+            fetches.setdefault(cache, {"account": account, "creds": creds, "bucket": item["bucket"], "name": item["name"],
+                                       "cache": cache, "args": {"bucket": item["bucket"], "name": item["name"],
+                                                                "dest": cache, "mode": "0600", "creds": creds}})
             mode = item.get("mode") or "0644"
             # a mode written unquoted in YAML (0640) arrives as a number: as an octal string it compares with a host's
             mode = "%04o" % mode if isinstance(mode, int) else mode

@@ -90,6 +90,40 @@ def test_the_run_waits_until_its_copies_have_caught_up_and_fails_naming_one_that
     assert [s["action"] for s in stuck["streams"]] == ["none", "create"], stuck["streams"]
 
 
+def test_the_run_fetches_objects_last_digest_checked_and_predicts_in_check_mode(hub_and_leaf, tmp_path):
+    """fetches: after the copies have caught up, each object into a file only when its digest differs."""
+    import os
+    wanted = items(hub_and_leaf["hub"])
+    dest = tmp_path / "motd.txt"
+    fetch = dict(wanted, fetches=[{"bucket": "files", "name": "motd.txt", "dest": str(dest), "mode": "0640"}])
+    # a store the run would create: check mode reports the file it would write, and writes nothing
+    predicted = run_module("jetstream_domain", fetch, check_mode=True)
+    assert predicted["changed"] and predicted["fetched"][0]["changed"] and not dest.exists(), predicted
+    made = run_module("jetstream_domain", fetch, diff=True)
+    assert made["fetched"][0]["changed"] and dest.read_text() == "hello", made
+    assert os.stat(dest).st_mode & 0o777 == 0o640
+    assert made["fetched"][0]["digest"].startswith("SHA-256=") and made["fetched"][0]["size"] == 5, made["fetched"]
+    again = run_module("jetstream_domain", fetch)
+    assert not again["changed"] and not again["fetched"][0]["changed"], again
+    # from a copy in another domain, once it has caught up, in the same run as the copy
+    leaf = dict(servers=[hub_and_leaf["leaf"]], domain="leaf", timeout=3.0, wait_seconds=30,
+                object_stores=[{"name": "files", "mirror": {"name": "files", "domain": "hub"}}],
+                fetches=[{"bucket": "files", "name": "motd.txt", "dest": str(tmp_path / "from-copy")}])
+    copied = run_module("jetstream_domain", leaf)
+    assert copied["fetched"][0]["changed"] and (tmp_path / "from-copy").read_text() == "hello", copied
+    # a mode that drifted: predicted, then put back; content that drifted: fetched again
+    os.chmod(dest, 0o666)
+    assert run_module("jetstream_domain", fetch, check_mode=True)["fetched"][0]["changed"]
+    assert os.stat(dest).st_mode & 0o777 == 0o666
+    assert run_module("jetstream_domain", fetch)["fetched"][0]["changed"] and os.stat(dest).st_mode & 0o777 == 0o640
+    dest.write_text("tampered")
+    assert run_module("jetstream_domain", fetch)["fetched"][0]["changed"] and dest.read_text() == "hello"
+    missing = run_module("jetstream_domain", dict(wanted, fetches=[{"bucket": "files", "name": "nothing",
+                                                                    "dest": str(tmp_path / "nothing")}]))
+    assert missing["failed"] and missing["msg"].startswith("fetches (files/nothing): it is not in the bucket"), missing
+    assert not (tmp_path / "nothing").exists()
+
+
 def test_bad_items_are_refused_before_anything_is_sent(hub_and_leaf):
     wanted = items(hub_and_leaf["hub"])
     cases = [
@@ -98,6 +132,12 @@ def test_bad_items_are_refused_before_anything_is_sent(hub_and_leaf):
         (dict(object_stores=[{"name": "files", "objects": [{"name": "a", "src": "/nonexistent/file"}]}]),
          "files", "/nonexistent/file"),
         (dict(streams=["ORDERS"]), "streams", "dict"),
+        (dict(fetches=[{"bucket": "files", "name": "motd.txt", "dest": "/nonexistent/dir/motd"}]),
+         "fetches[0] (files/motd.txt)", "dest: the directory of /nonexistent/dir/motd does not exist"),
+        (dict(fetches=[{"bucket": "files", "name": "motd.txt", "dest": "/tmp/motd", "mode": "rw"}]),
+         "fetches[0] (files/motd.txt)", "mode: 'rw' is not an octal mode"),
+        (dict(fetches=[{"bucket": "fi.les", "name": "motd.txt", "dest": "/tmp/motd"}]), "fetches[0]", "fi.les"),
+        (dict(fetches=[{"bucket": "files", "dest": "/tmp/motd"}]), "fetches[0]", "name"),
     ]
     for change, where, field in cases:
         refused = run_module("jetstream_domain", dict(wanted, **change))

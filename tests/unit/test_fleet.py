@@ -240,10 +240,13 @@ def test_object_fetches_read_each_object_once_per_domain_and_copy_it_to_every_ho
     }
     plan = _fleet.object_fetches(hostvars, ["s1", "s2", "s3"], "TEST", "/f/creds", {"TEST": "leaf"}, "/f/objects", "spoke-1")
     model = "/f/objects/spoke-1/TEST/files/models%2Fv2.onnx"
+    creds = "/f/creds/TEST/leaf.creds"
+    channel = "/f/objects/spoke-1/TEST/files/CHANNEL"
     assert plan["fetches"] == [
-        {"account": "TEST", "creds": "/f/creds/TEST/leaf.creds", "bucket": "files", "name": "models/v2.onnx", "cache": model},
-        {"account": "TEST", "creds": "/f/creds/TEST/leaf.creds", "bucket": "files", "name": "CHANNEL",
-         "cache": "/f/objects/spoke-1/TEST/files/CHANNEL"}]
+        {"account": "TEST", "creds": creds, "bucket": "files", "name": "models/v2.onnx", "cache": model,
+         "args": {"bucket": "files", "name": "models/v2.onnx", "dest": model, "mode": "0600", "creds": creds}},
+        {"account": "TEST", "creds": creds, "bucket": "files", "name": "CHANNEL", "cache": channel,
+         "args": {"bucket": "files", "name": "CHANNEL", "dest": channel, "mode": "0600", "creds": creds}}]
     file = {"kind": "file", "owner": None, "group": None}
     assert plan["copies"] == {
         "s1": [dict(file, src=model, dest="/opt/m.onnx", path="/opt/m.onnx", mode="0644"),
