@@ -90,6 +90,11 @@ def nats_fleet_contexts(domain_map, default_account, creds_dir, admins, system_a
 
 
 @_filter
+def nats_fleet_cached_copies(copies, states, fetched=None):
+    return _fleet.cached_copies(copies, states, fetched)
+
+
+@_filter
 def nats_fleet_stale_files(files, states, mode="0600"):
     return _fleet.stale_files(files, states, mode)
 
@@ -100,4 +105,4 @@ class FilterModule(object):
             nats_fleet_check, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes,
             nats_fleet_domains, nats_fleet_push_targets, nats_fleet_push_order, nats_fleet_stream_batches, nats_fleet_pass,
             nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches,
-            nats_fleet_stale_files)}
+            nats_fleet_cached_copies, nats_fleet_stale_files)}

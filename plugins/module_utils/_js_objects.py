@@ -32,11 +32,17 @@ def now():
 
 def file_digest(path):
     """The nats digest of a file, read in chunks."""
-    digest = hashlib.sha256()
+    return file_digests(path)[0]
+
+
+def file_digests(path):
+    """(the nats digest, the SHA-1 checksum in hex as Ansible's modules report a file's) of a file, read once."""
+    digest, checksum = hashlib.sha256(), hashlib.sha1()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1024 * 1024), b""):
             digest.update(block)
-    return kv.digest_of(digest.digest())
+            checksum.update(block)
+    return kv.digest_of(digest.digest()), checksum.hexdigest()
 
 
 def content_digest(data):
@@ -124,18 +130,37 @@ def fetch_to_file(client, js, bucket, name, dest, mode, check_mode):
     """``dest`` made the object's content (fetched only when its digest differs) with ``mode``; in check mode
     only what would change. Returns (result: changed, digest, size, dest; the file's digest before)."""
     check_dest(dest)
-    before = file_digest(dest) if os.path.isfile(dest) else None
+    before, checksum = file_digests(dest) if os.path.isfile(dest) else (None, None)
     found = objects(client, js, bucket).get(name)
     if found is None:
         raise ObjectError("it is not in the bucket %s" % js.where())
     changed = not kv.same_digest(before, found.get("digest"))
-    if changed and not check_mode:
+    if changed and check_mode:
+        # read and checked, not written: the checksum the file would have
+        checksum = hashlib.sha1(b"".join(data for _s, _h, data, _q in _chunks(client, js, bucket, name, found))).hexdigest()
+    elif changed:
         fetch(client, js, bucket, name, dest, mode, found)
-    elif not changed and os.stat(dest).st_mode & 0o7777 != mode:
+        checksum = file_digests(dest)[1]
+    elif os.stat(dest).st_mode & 0o7777 != mode:
         changed = True
         if not check_mode:
             os.chmod(dest, mode)
-    return dict(changed=changed, digest=found.get("digest"), size=found.get("size"), dest=dest), before
+    return dict(changed=changed, digest=found.get("digest"), size=found.get("size"), dest=dest,
+                checksum=checksum), before
+
+
+def _chunks(client, js, bucket, name, found, check_digest=True):
+    """Every chunk of an object (its metadata ``found``), all of them there, and (``check_digest``) matching
+    its digest."""
+    messages = client.read_stream(js.prefix, "OBJ_" + bucket, kv.chunk_subject(bucket, found["nuid"]))
+    if len(messages) != found.get("chunks", len(messages)):
+        raise ObjectError("object %r of bucket %r %s: %d of its %d chunks are there (a copy still catching up?)" % (
+            name, bucket, js.where(), len(messages), found.get("chunks")))
+    if check_digest and not kv.same_digest(
+            content_digest(b"".join(data for _s, _h, data, _q in messages)), found.get("digest")):
+        raise ObjectError("object %r of bucket %r %s: its content does not match its digest %s" % (
+            name, bucket, js.where(), found.get("digest")))
+    return messages
 
 
 def fetch(client, js, bucket, name, dest, mode=0o644, found=None):
@@ -144,10 +169,7 @@ def fetch(client, js, bucket, name, dest, mode=0o644, found=None):
     found = found or objects(client, js, bucket).get(name)
     if found is None:
         raise ObjectError("object %r is not in bucket %r %s" % (name, bucket, js.where()))
-    messages = client.read_stream(js.prefix, "OBJ_" + bucket, kv.chunk_subject(bucket, found["nuid"]))
-    if len(messages) != found.get("chunks", len(messages)):
-        raise ObjectError("object %r of bucket %r %s: %d of its %d chunks are there (a copy still catching up?)" % (
-            name, bucket, js.where(), len(messages), found.get("chunks")))
+    messages = _chunks(client, js, bucket, name, found, check_digest=False)
     digest = hashlib.sha256()
     directory = os.path.dirname(os.path.abspath(dest))
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(dest))

@@ -154,7 +154,10 @@ consumer_results:
   type: list
   elements: dict
 fetched:
-  description: One entry per item of O(fetches) (C(bucket), C(name), C(dest), C(changed), C(digest), C(size)).
+  description:
+    - One entry per item of O(fetches) (C(bucket), C(name), C(dest), C(changed), C(digest), C(size), C(checksum)),
+      as M(nats_edge.fleet.jetstream_object_fetch) returns them; in check mode an object of a store the run would
+      create has no C(digest), C(size) or C(checksum).
   returned: always
   type: list
   elements: dict
@@ -325,7 +328,7 @@ class Domain(object):
         entry = manager.results.get("OBJ_" + item["bucket"]) if manager else None
         if self.module.check_mode and entry and entry["action"] in ("create", "recreate"):
             # the store this run would create has nothing to read yet: the file would be written
-            result = dict(changed=True, digest=None, size=None, dest=item["dest"])
+            result = dict(changed=True, digest=None, size=None, dest=item["dest"], checksum=None)
             before = None
         else:
             client = connect(item["creds"])

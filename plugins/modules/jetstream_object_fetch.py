@@ -86,6 +86,13 @@ dest:
   description: The file written.
   returned: success
   type: str
+checksum:
+  description:
+    - SHA-1 of the file's content, as C(ansible.builtin.stat) and C(ansible.builtin.copy) report a file's, so
+      copies of it elsewhere compare with it. In check mode, for a file that would be written, of the object's
+      content (read and checked against its digest, not written).
+  returned: success
+  type: str
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv

@@ -395,6 +395,16 @@ def contexts(domain_map, default_account, creds_dir, admins, system_account, sys
     return out
 
 
+def cached_copies(copies, states, fetched):
+    """The object copies of a host (``copies``, items of object_fetches' ``copies``) with the checksum of their
+    source in the controller's cache: the one the domain's run reported in ``fetched`` (jetstream_domain's
+    result; in check mode, of the content it would write), else what the nats_checksum lookup read of the cache
+    file (``states``, in the same order), else ``not in the cache``."""
+    known = dict((item["dest"], item["checksum"]) for item in fetched or [] if item.get("checksum"))
+    return [dict(copy, checksum=known.get(copy["src"]) or (state or {}).get("checksum") or "not in the cache")
+            for copy, state in zip(copies, states)]
+
+
 def stale_files(files, states, mode):
     """The ``files`` ({path, content}) whose state on disk (``states``, in the same order: what the
     nats_checksum lookup reports with details) differs in content or mode."""

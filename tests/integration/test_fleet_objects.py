@@ -89,6 +89,28 @@ def test_object_stores_from_the_inventory_reach_the_edge_host_also_with_the_hub_
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert recap["hub-1"]["changed"] == 0 and recap["leaf-1"]["changed"] == 1 and not dest.exists(), proc.stdout[-4000:]
 
+    # the cache gone, the host's file current: check mode predicts the fetch and no copy (it reads the object for
+    # the checksum the cache file would have), exactly what the run then does
+    proc, recap = run_stages(str(inventory / "hosts.yml"))
+    assert proc.returncode == 0 and recap["leaf-1"]["changed"] == 1 and dest.exists(), proc.stdout[-4000:]
+    shutil.rmtree(fleet_dir / "objects")
+    proc, recap = run_stages(str(inventory / "hosts.yml"), "--check")
+    # the cache's directories (check mode makes them: the controller's own) and the fetch
+    assert proc.returncode == 0 and recap["leaf-1"]["changed"] == 2, proc.stdout[-4000:]
+    assert not any((fleet_dir / "objects").rglob("fw.bin"))
+    proc, recap = run_stages(str(inventory / "hosts.yml"))
+    assert proc.returncode == 0 and recap["leaf-1"]["changed"] == 1 and dest.read_bytes() == FIRMWARE, proc.stdout[-4000:]
+    proc, recap = run_stages(str(inventory / "hosts.yml"), "--check")
+    assert proc.returncode == 0 and recap["leaf-1"]["changed"] == 0, proc.stdout[-4000:]
+    # the cache and the host's file gone: check mode predicts the fetch and the copy it cannot make yet
+    shutil.rmtree(fleet_dir / "objects")
+    dest.unlink()
+    proc, recap = run_stages(str(inventory / "hosts.yml"), "--check")
+    assert proc.returncode == 0 and recap["leaf-1"]["changed"] == 3 and not dest.exists(), proc.stdout[-4000:]
+    assert "would be copied from" in proc.stdout
+    proc, recap = run_stages(str(inventory / "hosts.yml"))
+    assert proc.returncode == 0 and recap["leaf-1"]["changed"] == 2 and dest.read_bytes() == FIRMWARE, proc.stdout[-4000:]
+
     # the hub down, the cache and the file gone: the leaf's own copy serves the object
     shutil.rmtree(fleet_dir / "objects")
     hub_and_leaf["hub_server"].stop()

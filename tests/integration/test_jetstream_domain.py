@@ -92,6 +92,7 @@ def test_the_run_waits_until_its_copies_have_caught_up_and_fails_naming_one_that
 
 def test_the_run_fetches_objects_last_digest_checked_and_predicts_in_check_mode(hub_and_leaf, tmp_path):
     """fetches: after the copies have caught up, each object into a file only when its digest differs."""
+    import hashlib
     import os
     wanted = items(hub_and_leaf["hub"])
     dest = tmp_path / "motd.txt"
@@ -117,7 +118,12 @@ def test_the_run_fetches_objects_last_digest_checked_and_predicts_in_check_mode(
     assert os.stat(dest).st_mode & 0o777 == 0o666
     assert run_module("jetstream_domain", fetch)["fetched"][0]["changed"] and os.stat(dest).st_mode & 0o777 == 0o640
     dest.write_text("tampered")
-    assert run_module("jetstream_domain", fetch)["fetched"][0]["changed"] and dest.read_text() == "hello"
+    # check mode reads the object (digest checked, nothing written) for the checksum the file would have
+    hello = hashlib.sha1(b"hello").hexdigest()
+    assert run_module("jetstream_domain", fetch, check_mode=True)["fetched"][0]["checksum"] == hello
+    assert dest.read_text() == "tampered"
+    refetched = run_module("jetstream_domain", fetch)["fetched"][0]
+    assert refetched["changed"] and refetched["checksum"] == hello and dest.read_text() == "hello"
     missing = run_module("jetstream_domain", dict(wanted, fetches=[{"bucket": "files", "name": "nothing",
                                                                     "dest": str(tmp_path / "nothing")}]))
     assert missing["failed"] and missing["msg"].startswith("fetches (files/nothing): it is not in the bucket"), missing

@@ -285,3 +285,14 @@ def test_context_files_read_as_to_nice_json_writes_them_and_only_differing_ones_
     assert _fleet.stale_files([item], [dict(current, checksum="0" * 40)], "0600") == [item]
     assert _fleet.stale_files([item], [{"exists": False}], "0600") == [item]
     assert "path" not in _fleet.contexts(domains, "TEST", "/c", {"TEST": "leaf"}, "SYS", "sys")[0]
+
+
+def test_cached_copies_take_the_checksum_the_domain_run_reported_then_the_cache_files():
+    copies = [{"src": "/c/a", "dest": "/opt/a"}, {"src": "/c/b", "dest": "/opt/b"}, {"src": "/c/n", "dest": "/opt/n"}]
+    states = [{"exists": True, "type": "file", "checksum": "old-a"}, {"exists": True, "checksum": "b1"},
+              {"exists": False}]
+    # the run reported /c/a (in check mode: the content it would fetch); /c/n would come from a store not made yet
+    fetched = [{"dest": "/c/a", "checksum": "new-a"}, {"dest": "/c/n", "checksum": None}]
+    assert [c["checksum"] for c in _fleet.cached_copies(copies, states, fetched)] == ["new-a", "b1", "not in the cache"]
+    assert [c["checksum"] for c in _fleet.cached_copies(copies, states, None)] == ["old-a", "b1", "not in the cache"]
+    assert _fleet.cached_copies(copies, states, [])[0] == {"src": "/c/a", "dest": "/opt/a", "checksum": "old-a"}
