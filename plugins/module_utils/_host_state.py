@@ -201,6 +201,17 @@ class HostReader(object):
         rc, out, _err = self.run([systemctl, "show", unit_name(unit), "--property=" + ",".join(UNIT_PROPERTIES)])
         return parse_unit_properties(out) if rc == 0 else {}
 
+    @staticmethod
+    def json_url(url, timeout):
+        """(the JSON a GET of ``url`` answers, '') or (None, why not): a status page read, never an error."""
+        from ansible.module_utils.urls import open_url
+
+        try:
+            with open_url(url, timeout=timeout, validate_certs=False) as response:
+                return json.loads(response.read().decode("utf-8")), ""
+        except Exception as exc:  # any failure means the service does not answer
+            return None, str(exc)
+
     def python(self, interpreter, names):
         """Whether ``interpreter`` is there, and the version and location of each distribution it has."""
         if not os.access(interpreter, os.X_OK):

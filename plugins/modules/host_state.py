@@ -66,6 +66,17 @@ options:
     type: list
     elements: str
     default: []
+  urls:
+    description:
+      - Status pages to read from the host (HTTP GET), each answering JSON, such as a Spark master's C(/json/);
+        RV(urls) holds each answer, or why there was none (a service that does not answer is not an error).
+    type: list
+    elements: str
+    default: []
+  timeout:
+    description: Seconds to wait for each of O(urls).
+    type: float
+    default: 5.0
 notes:
   - A service's C(ActiveState) and C(UnitFileState) tell whether it runs and starts at boot; a unit systemd does not
     know has C(LoadState) V(not-found).
@@ -145,6 +156,13 @@ python:
   type: dict
   sample: {"exists": true, "error": "",
            "distributions": {"pyspark": {"version": "3.5.3", "location": "/opt/spark-runtime/venv/lib/python3.11/site-packages"}}}
+urls:
+  description:
+    - Each of O(urls) with C(json), what it answered (V(null) when it did not answer JSON), and C(error), why not
+      (empty when it did).
+  returned: when O(urls) is given
+  type: dict
+  sample: {"http://10.0.0.5:8080/json/": {"json": {"status": "ALIVE", "aliveworkers": 3}, "error": ""}}
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import (
@@ -160,6 +178,8 @@ ARGUMENT_SPEC = dict(
     listings=dict(type="list", elements="path", default=[]),
     python=dict(type="path"),
     distributions=dict(type="list", elements="str", default=[]),
+    urls=dict(type="list", elements="str", default=[]),
+    timeout=dict(type="float", default=5.0),
 )
 
 
@@ -181,6 +201,11 @@ def main():
     }
     if params["python"]:
         result["python"] = host.python(params["python"], params["distributions"])
+    if params["urls"]:
+        result["urls"] = {}
+        for url in params["urls"]:
+            body, error = host.json_url(url, params["timeout"])
+            result["urls"][url] = {"json": body, "error": error}
     module.exit_json(**result)
 
 

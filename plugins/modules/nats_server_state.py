@@ -159,7 +159,6 @@ ansible_facts:
   sample: {"ansible_architecture": "x86_64", "ansible_memtotal_mb": 3916, "ansible_service_mgr": "systemd"}
 """
 
-import json
 import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import (
@@ -193,13 +192,7 @@ class HostState(HostReader):
         return {"rc": rc, "stdout": out.strip(), "stderr": err.strip(), "mtime": os.stat(path).st_mtime_ns / 1e9}
 
     def varz(self, base_url):
-        from ansible.module_utils.urls import open_url
-
-        try:
-            with open_url(base_url.rstrip("/") + "/varz", timeout=self.timeout, validate_certs=False) as response:
-                return json.loads(response.read().decode("utf-8")), ""
-        except Exception as exc:  # any failure means the server does not answer
-            return None, str(exc)
+        return self.json_url(base_url.rstrip("/") + "/varz", self.timeout)
 
 
 def main():

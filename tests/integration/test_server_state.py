@@ -149,6 +149,23 @@ def test_host_state_reads_files_listings_accounts_packages_and_a_pythons_distrib
     assert result["services"]["nats-edge-no-such-unit"].get("LoadState", "not-found") == "not-found"
 
 
+def test_host_state_reads_status_pages_and_says_why_one_did_not_answer(module, tmp_path, nats_binary, start_server):
+    """What the Spark master's read takes its registered workers from: a status page's JSON, here a real
+    nats-server's monitoring port; a port nobody listens on is reported, not an error."""
+    from conftest import free_port
+    binary, _version = nats_binary
+    port, http = free_port(), free_port()
+    server = start_server(binary, 'listen: "127.0.0.1:%d"\nhttp: "127.0.0.1:%d"\nserver_name: "page"\n' % (port, http),
+                          "page", http)
+    server.wait(lambda: server.get("healthz")["status"] == "ok")
+    page, dead = "http://127.0.0.1:%d/varz" % http, "http://127.0.0.1:%d/json/" % free_port()
+    result = module("host_state", {"urls": [page, dead], "timeout": 2})
+    assert not result.get("failed") and not result["changed"], result
+    assert result["urls"][page]["json"]["server_name"] == "page" and result["urls"][page]["error"] == ""
+    assert result["urls"][dead]["json"] is None and result["urls"][dead]["error"], result["urls"][dead]
+    assert "urls" not in module("host_state", {"paths": [str(tmp_path)]})
+
+
 def test_host_state_reports_a_missing_python_and_refuses_distributions_without_one(module, tmp_path):
     result = module("host_state", {"python": str(tmp_path / "venv" / "bin" / "python"), "distributions": ["pyspark"]})
     assert not result.get("failed"), result
