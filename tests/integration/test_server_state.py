@@ -123,6 +123,41 @@ def test_the_checksum_lookup_reads_bytes_and_reports_missing_files_directories_a
         {"exists": True, "type": "link", "target": "none"}]}, found
 
 
+def test_the_wheelhouse_lookup_answers_from_a_current_stamp_only(tmp_path):
+    """What spares the Spark runtime role the wheelhouse build's run: the stamp's answer, or {} when the build
+    has to run."""
+    import json as _json
+    from conftest import run_playbook, ROOT
+    sys.path.insert(0, os.path.join(ROOT, "roles", "spark_runtime", "files"))
+    import build_wheelhouse as build
+    source, house = tmp_path / "src", tmp_path / "x86_64-py311"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pkg" / "job.py").write_text("print(1)\n")
+    house.mkdir()
+    (house / "a-1.0-py3-none-any.whl").write_bytes(b"a" * 10)
+    args = dict(source=str(source), pyspark="4.0.1", arch="x86_64", python="3.11", extra=[])
+    with open(build.stamp_path(str(house)), "w") as handle:
+        _json.dump({"inputs": build._wheelhouse.inputs(**args), "listing": build.listing(str(house)),
+                    "answer": build.answer(str(house), True, "a-1.0-py3-none-any.whl")}, handle)
+
+    def ask():
+        out = run_playbook(tmp_path, """
+            - name: Read
+              ansible.builtin.copy:
+                content: "{{ lookup('nats_edge.fleet.spark_wheelhouse', '%s', source='%s', pyspark='4.0.1',
+                                    arch='x86_64', python='3.11') | to_json }}"
+                dest: "%s"
+                mode: "0600"
+        """ % (house, source, tmp_path / "out.json"))
+        assert out.returncode == 0, out.stdout[-2000:]
+        return _json.loads((tmp_path / "out.json").read_text())
+
+    assert ask() == {"changed": False, "wheels": ["a-1.0-py3-none-any.whl"], "package": "a-1.0-py3-none-any.whl",
+                     "listing": ["a-1.0-py3-none-any.whl 10"]}
+    (source / "pkg" / "job.py").write_text("print(2)\n")
+    assert ask() == {}
+
+
 def test_host_state_reads_files_listings_accounts_packages_and_a_pythons_distributions(module, tmp_path):
     """What the Spark roles compare a host with, read from this machine in one module run."""
     (tmp_path / "wheels").mkdir()

@@ -38,44 +38,20 @@ def digest(folder):
     return state
 
 
-def stamp_path(folder):
-    return os.path.normpath(folder) + ".build-stamp.json"
+# the stamp's logic is the collection's own (the spark_wheelhouse lookup reads the stamp too)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "plugins", "plugin_utils"))
+import _wheelhouse  # noqa: E402  pylint: disable=wrong-import-position
+from _wheelhouse import listing, stamp_path  # noqa: E402,F401  pylint: disable=wrong-import-position
 
 
 def inputs(args):
     """What a build depends on: the options and every file of the package source."""
-    source = hashlib.sha256()
-    for top, dirs, files in os.walk(args.source):
-        dirs[:] = sorted(d for d in dirs if d not in ("build", "__pycache__") and not d.endswith(".egg-info"))
-        for name in sorted(files):
-            path = os.path.join(top, name)
-            source.update(os.path.relpath(path, args.source).encode() + b"\0")
-            with open(path, "rb") as handle:
-                source.update(handle.read() + b"\0")
-    return {"source": source.hexdigest(), "pyspark": args.pyspark, "arch": args.arch, "python": args.python,
-            "extra": args.extra}
-
-
-def listing(folder):
-    """Each wheel's (size, modification time in ns): enough to tell that nothing was touched."""
-    found = {}
-    for name in os.listdir(folder):
-        if name.endswith(".whl"):
-            stat = os.stat(os.path.join(folder, name))
-            found[name] = [stat.st_size, stat.st_mtime_ns]
-    return found
+    return _wheelhouse.inputs(args.source, args.pyspark, args.arch, args.python, args.extra)
 
 
 def unchanged(args):
     """The stamp's answer when the inputs and the wheels are as it records them, else None."""
-    try:
-        with open(stamp_path(args.dir)) as handle:
-            stamp = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    if stamp.get("inputs") != inputs(args) or stamp.get("listing") != listing(args.dir):
-        return None
-    return stamp["answer"]
+    return _wheelhouse.unchanged(args.dir, inputs(args))
 
 
 def answer(folder, changed, package):
