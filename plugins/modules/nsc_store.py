@@ -26,7 +26,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Reports what would change; writes no file. Each kind is predicted from the store as it is on disk.
+    description:
+      - Reports what would change; writes no file. Each kind is predicted from the store as it is on disk.
+      - With no operator in the store yet, every item to be present is reported as made with it
+        (C(created_with_the_operator)), as nothing else can be planned against an operator that does not exist.
   diff_mode:
     support: full
     description: Returns, for the operator and each item that changes, its claims before and after.
@@ -120,7 +123,10 @@ operator:
   returned: always
   type: dict
 account_results:
-  description: One entry per item of O(accounts), as M(nats_edge.fleet.nsc_account) returns them in its C(item_results).
+  description:
+    - One entry per item of O(accounts), as M(nats_edge.fleet.nsc_account) returns them in its C(item_results).
+    - In check mode with no operator in the store yet, only C(changed) and C(created_with_the_operator) (also in
+      RV(user_results) and RV(export_results)).
   returned: always
   type: list
   elements: dict
@@ -145,6 +151,8 @@ diff:
   returned: in diff mode
   type: list
 """
+
+import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _bulk as bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
@@ -191,6 +199,11 @@ def main():
                for key, results_key, converge, spec, label, constraints in KINDS]
     result = {results_key: [] for results_key, _items, _converge in stages}
     for results_key, items, converge in stages:
+        if results_key != "operator" and module.check_mode and not os.path.exists(result["operator"][0]["operator_jwt_path"]):
+            # check mode, the operator not made yet: nothing to plan against, every item would be made with it
+            result[results_key] = [dict(changed=params["state"] == "present", created_with_the_operator=True)
+                                   for _where, params in items]
+            continue
         try:
             result[results_key] = bulk.converge_items(module, items, converge)
         except bulk.ItemFailure as failure:

@@ -38,9 +38,13 @@ def test_one_run_converges_the_store_the_four_modules_keep(nats_binary, start_se
     roots = (base["store_dir"], base["keys_dir"])
     args = dict(base, signing_key=True, accounts=ACCOUNTS, users=USERS, exports=EXPORTS)
 
-    # check mode on a store not made yet: nothing written
-    predicted = module("nsc_store", dict(args, accounts=[], users=[], exports=[]), check_mode=True)
+    # check mode on a store not made yet: every item predicted as made with the operator, nothing written
+    predicted = module("nsc_store", dict(args, users=USERS + [{"account": "OPS", "name": "gone", "state": "absent"}]),
+                       check_mode=True)
     assert predicted["changed"] and not predicted.get("failed"), predicted
+    assert [r["changed"] for r in predicted["account_results"] + predicted["user_results"]
+            + predicted["export_results"]] == [True] * 6 + [False] + [True] * 2, predicted
+    assert all(r["created_with_the_operator"] for r in predicted["user_results"]), predicted
     assert not os.path.exists(base["store_dir"]) and not os.path.exists(base["keys_dir"])
 
     made = module("nsc_store", args, diff=True)
