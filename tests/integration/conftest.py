@@ -32,10 +32,43 @@ def nats_binary(request):
     return binary, _version(binary)
 
 
+_HANDED_OUT = set()
+
+
+def _listen_range():
+    """Ports below the kernel's ephemeral range: a port the kernel picks (bind to 0) comes from that range, where
+    the tests' own client connections take their local ports too, so it can be taken between the pick and the
+    server's bind."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            low = int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return (10000, low - 1) if low > 12000 else None
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, not handed out before in this run."""
+    import random
+    span = _listen_range()
+    for _attempt in range(200):
+        with socket.socket() as s:
+            if span:
+                port = random.randint(*span)
+                if port in _HANDED_OUT:
+                    continue
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            else:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+                if port in _HANDED_OUT:
+                    continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError("no free port found")
 
 
 class Server:

@@ -92,18 +92,9 @@ def fleet(nats_binary, start_server, tmp_path):
 
 
 def distinct_free_ports(count):
-    """``count`` free loopback ports, all different (each held until all are found)."""
-    import socket
-    held = []
-    try:
-        for _number in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            held.append(sock)
-        return [sock.getsockname()[1] for sock in held]
-    finally:
-        for sock in held:
-            sock.close()
+    """``count`` free loopback ports, all different."""
+    from conftest import free_port
+    return [free_port() for _number in range(count)]
 
 
 def stream_infos(env):
