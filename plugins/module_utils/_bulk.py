@@ -122,13 +122,12 @@ def run(module, key, item_spec, converge, label, **constraints):
     try:
         results = converge_items(module, items, converge)
     except ItemFailure as failure:
-        module.fail_json(msg=failure.msg, **summary(failure.result, module))
-    module.exit_json(**summary(results, module))
+        module.fail_json(msg=failure.msg, **_summary(failure.result, module))
+    module.exit_json(**_summary(results, module))
 
 
-def summary(results, module, key="item_results"):
-    """changed if any item changed, the items' results under ``key``, their diffs as one list."""
-    out = {"changed": any(result.get("changed") for result in results), key: results}
+def _summary(results, module):
+    summary = dict(changed=any(result.get("changed") for result in results), item_results=results)
     if module._diff:
-        out["diff"] = [result.pop("diff") for result in results if "diff" in result]
-    return out
+        summary["diff"] = [result.pop("diff") for result in results if "diff" in result]
+    return summary

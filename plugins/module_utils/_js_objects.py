@@ -126,21 +126,27 @@ def check_dest(dest):
         raise ObjectError("dest: the directory of %s does not exist" % dest)
 
 
-def fetch_to_file(client, js, bucket, name, dest, mode, check_mode):
-    """``dest`` made the object's content (fetched only when its digest differs) with ``mode``; in check mode
-    only what would change. Returns (result: changed, digest, size, dest; the file's digest before)."""
+def checked_fetch(bucket, mode, dest):
+    """A fetch's input checked, before anything is read (raises kv.BucketError or ObjectError): the store's name,
+    the directory of ``dest``; returns the mode as a number."""
+    kv.check_bucket("object store", bucket)
+    mode = file_mode(mode)
     check_dest(dest)
+    return mode
+
+
+def fetch_to_file(client, js, bucket, name, dest, mode, check_mode):
+    """``dest`` (its directory checked by the caller, check_dest) made the object's content, fetched only when
+    its digest differs, with ``mode``; in check mode only what would change. Returns (result: changed, digest,
+    size, dest, checksum; the file's digest before)."""
     before, checksum = file_digests(dest) if os.path.isfile(dest) else (None, None)
     found = objects(client, js, bucket).get(name)
     if found is None:
         raise ObjectError("it is not in the bucket %s" % js.where())
     changed = not kv.same_digest(before, found.get("digest"))
-    if changed and check_mode:
-        # read and checked, not written: the checksum the file would have
-        checksum = hashlib.sha1(b"".join(data for _s, _h, data, _q in _chunks(client, js, bucket, name, found))).hexdigest()
-    elif changed:
-        fetch(client, js, bucket, name, dest, mode, found)
-        checksum = file_digests(dest)[1]
+    if changed:
+        # in check mode read and checked, not written: the checksum the file would have
+        checksum = fetch(client, js, bucket, name, found, None if check_mode else (dest, mode))
     elif os.stat(dest).st_mode & 0o7777 != mode:
         changed = True
         if not check_mode:
@@ -149,41 +155,32 @@ def fetch_to_file(client, js, bucket, name, dest, mode, check_mode):
                 checksum=checksum), before
 
 
-def _chunks(client, js, bucket, name, found, check_digest=True):
-    """Every chunk of an object (its metadata ``found``), all of them there, and (``check_digest``) matching
-    its digest."""
+def fetch(client, js, bucket, name, found, write_to=None):
+    """Read an object (from a bucket or a copy of one; ``found``, its metadata), every chunk there and the
+    content matching its digest, and with ``write_to`` (dest, mode) write it to ``dest`` whole. Returns the
+    content's SHA-1 checksum (hex)."""
     messages = client.read_stream(js.prefix, "OBJ_" + bucket, kv.chunk_subject(bucket, found["nuid"]))
     if len(messages) != found.get("chunks", len(messages)):
         raise ObjectError("object %r of bucket %r %s: %d of its %d chunks are there (a copy still catching up?)" % (
             name, bucket, js.where(), len(messages), found.get("chunks")))
-    if check_digest and not kv.same_digest(
-            content_digest(b"".join(data for _s, _h, data, _q in messages)), found.get("digest")):
-        raise ObjectError("object %r of bucket %r %s: its content does not match its digest %s" % (
-            name, bucket, js.where(), found.get("digest")))
-    return messages
-
-
-def fetch(client, js, bucket, name, dest, mode=0o644, found=None):
-    """Read an object (from a bucket or a copy of one; ``found``, its metadata, when already read) into
-    ``dest``, written whole and only after its digest matched. Returns its metadata."""
-    found = found or objects(client, js, bucket).get(name)
-    if found is None:
-        raise ObjectError("object %r is not in bucket %r %s" % (name, bucket, js.where()))
-    messages = _chunks(client, js, bucket, name, found, check_digest=False)
-    digest = hashlib.sha256()
-    directory = os.path.dirname(os.path.abspath(dest))
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(dest))
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            for _subject, _headers, data, _seq in messages:
-                digest.update(data)
-                stream.write(data)
-        if not kv.same_digest(kv.digest_of(digest.digest()), found.get("digest")):
-            raise ObjectError("object %r of bucket %r %s: its content does not match its digest %s; %s was left "
-                              "as it was" % (name, bucket, js.where(), found.get("digest"), dest))
-        os.chmod(temporary, mode)
-        os.replace(temporary, dest)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-    return found
+    digest, checksum = hashlib.sha256(), hashlib.sha1()
+    for _subject, _headers, data, _seq in messages:
+        digest.update(data)
+        checksum.update(data)
+    if not kv.same_digest(kv.digest_of(digest.digest()), found.get("digest")):
+        raise ObjectError("object %r of bucket %r %s: its content does not match its digest %s%s" % (
+            name, bucket, js.where(), found.get("digest"), "; %s was left as it was" % write_to[0] if write_to else ""))
+    if write_to:
+        dest, mode = write_to
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(dest)),
+                                             prefix=".%s." % os.path.basename(dest))
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                for _subject, _headers, data, _seq in messages:
+                    stream.write(data)
+            os.chmod(temporary, mode)
+            os.replace(temporary, dest)
+        finally:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+    return checksum.hexdigest()

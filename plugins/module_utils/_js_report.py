@@ -15,6 +15,8 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client impor
     JetStream, JetStreamError, NatsClientError)
 
 STREAM_NOT_FOUND = 10059
+# a copy whose origin has been quiet longer than this is called inactive (jetstream_info's default)
+INACTIVE_AFTER = "10s"
 
 
 class InfoFailure(Exception):

@@ -194,7 +194,8 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer impor
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer_manager import (
     ARGUMENT_SPEC as CONSUMER_OPTIONS, ConsumerFailure, ConsumerManager, checked_consumer, consumer_label)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import STATUS_OK
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_report import InfoFailure, Report
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_report import INACTIVE_AFTER, InfoFailure, Report
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import (
     OBJECT_STORE_OPTIONS, Entries, checked_objects, converge_objects)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import AccountStreams, StreamFailure
@@ -210,8 +211,6 @@ ARGUMENT_SPEC = dict(
     wait_seconds=dict(type="int", default=0),
     fetches=dict(type="list", elements="dict", default=[]),
 )
-# a copy whose origin has been quiet this long is not called stalled (jetstream_info's default)
-INACTIVE_AFTER_NS = 10 * 10**9
 _CREDS = dict(creds=dict(type="path"))
 # each list's items as their own module takes them
 ITEM_SPECS = dict(
@@ -243,9 +242,7 @@ def checked_items(params):
             validated = result.validated_parameters
             if key == "fetches":
                 try:
-                    kv.check_bucket("object store", validated["bucket"])
-                    validated["mode"] = objects.file_mode(validated["mode"])
-                    objects.check_dest(validated["dest"])
+                    validated["mode"] = objects.checked_fetch(validated["bucket"], validated["mode"], validated["dest"])
                 except (kv.BucketError, objects.ObjectError) as exc:
                     raise DomainError("%s[%d] (%s): %s" % (key, index, _item_label(key, item), exc))
             # the task's own creds: the task's connection and account
@@ -362,7 +359,7 @@ class Domain(object):
         while True:
             rows, missing = [], []
             for creds, names in copies.items():
-                report = Report(self.module, connect(creds), INACTIVE_AFTER_NS)
+                report = Report(self.module, connect(creds), duration_ns(INACTIVE_AFTER))
                 try:
                     report.collect(target, names)
                 except InfoFailure as exc:

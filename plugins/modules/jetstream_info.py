@@ -320,7 +320,7 @@ import contextlib
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import render_dot, render_report
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_report import InfoFailure, Report
+from ansible_collections.nats_edge.fleet.plugins.module_utils._js_report import INACTIVE_AFTER, InfoFailure, Report
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     NatsClient, NatsClientError, connection_params, nats_module, require_nats_py)
@@ -328,7 +328,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client impor
 ARGUMENT_SPEC = dict(
     domains=dict(type="list", elements="str"),
     streams=dict(type="list", elements="str"),
-    inactive_after=dict(type="raw", default="10s"),
+    inactive_after=dict(type="raw", default=INACTIVE_AFTER),
     recheck_after=dict(type="raw"),
     compare_origins=dict(type="bool", default=False),
     accounts=dict(type="list", elements="dict", options=dict(

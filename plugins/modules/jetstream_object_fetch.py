@@ -113,9 +113,7 @@ def main():
     p = module.params
     where = "object %r of bucket %r" % (p["name"], p["bucket"])
     try:
-        kv.check_bucket("object store", p["bucket"])
-        mode = objects.file_mode(p["mode"])
-        objects.check_dest(p["dest"])
+        mode = objects.checked_fetch(p["bucket"], p["mode"], p["dest"])
     except (kv.BucketError, objects.ObjectError) as exc:
         module.fail_json(msg="%s: %s" % (where, exc))
     require_nats_py(module)

@@ -199,7 +199,7 @@ def main():
                for key, results_key, converge, spec, label, constraints in KINDS]
     result = {results_key: [] for results_key, _items, _converge in stages}
     for results_key, items, converge in stages:
-        if results_key != "operator" and module.check_mode and not os.path.exists(result["operator"][0]["operator_jwt_path"]):
+        if module.check_mode and result["operator"] and not os.path.exists(result["operator"][0]["operator_jwt_path"]):
             # check mode, the operator not made yet: nothing to plan against, every item would be made with it
             result[results_key] = [dict(changed=params["state"] == "present", created_with_the_operator=True)
                                    for _where, params in items]
