@@ -17,6 +17,13 @@ from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import filte
 _filter = filter_decorator(_fleet.FleetError, "nats fleet")
 
 
+def nats_preload(value):
+    """``value`` unchanged. A play's ``hosts`` is templated by the controller's main process: a pattern passed
+    through this filter has the collection's filter plugins loaded there once for the run, and the worker of every
+    task and host (a fork of that process) finds them loaded instead of importing them again."""
+    return value
+
+
 @_filter
 def nats_fleet_check(fleet, where=""):
     fleet = dict(fleet or {})
@@ -105,4 +112,4 @@ class FilterModule(object):
             nats_fleet_check, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes,
             nats_fleet_domains, nats_fleet_push_targets, nats_fleet_push_order, nats_fleet_stream_batches, nats_fleet_pass,
             nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches,
-            nats_fleet_cached_copies, nats_fleet_stale_files)}
+            nats_fleet_cached_copies, nats_fleet_stale_files, nats_preload)}
