@@ -7,11 +7,12 @@ the controller spends per host, without N containers beside it. A hub and N edge
 own JetStream domain with a leaf remote to the hub, as bench_fleet.py's lab has them.
 
 Runs, alternating, at each size: this checkout's collection, and with --before (a git ref) the
-collection as that commit had it. Prints every run's wall time and CPU (ansible-playbook and its
-workers), the medians, the CPU per host, and the ratio of the CPU per host at the largest size to
-the smallest: 1.0 is flat.
+collection as that commit had it; with --reference, also a play of Ansible's own tasks (40 rounds of a
+``set_fact`` and a skipped ``debug``) over the same hosts: how much Ansible's own cost per host grows.
+Prints every run's wall time and CPU (ansible-playbook and its workers), the medians, the CPU per
+host, and the ratio of the CPU per host at the largest size to the smallest: 1.0 is flat.
 
-Usage: .venv/bin/python bench/bench_host_scale.py [--hosts 10 100] [--rounds 3] [--before REF] [--forks 50]
+Usage: .venv/bin/python bench/bench_host_scale.py [--hosts 10 100] [--rounds 3] [--before REF] [--reference] [--forks 50]
 """
 
 import argparse
@@ -36,6 +37,12 @@ PLAY = """---
         name: nats_edge.fleet.nats_server
         tasks_from: preflight
 """
+REFERENCE = "---\n" + yaml.safe_dump([{
+    "name": "Ansible's own tasks on every host", "hosts": "all", "gather_facts": False,
+    "tasks": [task for number in range(40) for task in (
+        {"name": "Set a fact %d" % number, "ansible.builtin.set_fact": {"fact_%d" % number: "{{ inventory_hostname }}"}},
+        {"name": "Skip a task %d" % number, "ansible.builtin.debug": {"msg": "never"},
+         "when": "fact_%d is not defined" % number})]}], sort_keys=False)
 FACTS = dict(ansible_connection="local", ansible_python_interpreter=sys.executable, ansible_memtotal_mb=1024,
              ansible_default_ipv4={"address": "10.0.0.1"}, ansible_service_mgr="systemd",
              ansible_mounts=[{"mount": "/", "size_total": 10 * 1024 ** 3}], ansible_architecture="x86_64")
@@ -84,23 +91,29 @@ def main():
     parser.add_argument("--hosts", type=int, nargs="+", default=[10, 100], help="edge sites (plus one hub host)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", help="a git ref: its collection is run alternately with this checkout's")
+    parser.add_argument("--reference", action="store_true", help="also run a play of Ansible's own tasks")
     parser.add_argument("--forks", type=int, default=50)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         play = os.path.join(tmp, "play.yml")
         with open(play, "w") as handle:
             handle.write(PLAY)
-        versions = [("this checkout", collection(tmp, None))]
+        reference = os.path.join(tmp, "reference.yml")
+        with open(reference, "w") as handle:
+            handle.write(REFERENCE)
+        versions = [("this checkout", collection(tmp, None), play)]
         if args.before:
-            versions.append((args.before, collection(tmp, args.before)))
+            versions.append((args.before, collection(tmp, args.before), play))
+        if args.reference:
+            versions.append(("Ansible's own", versions[0][1], reference))
         results = {}
         for sites in args.hosts:
             inv = os.path.join(tmp, "inventory-%d.yml" % sites)
             with open(inv, "w") as handle:
                 yaml.safe_dump(inventory(sites), handle)
             for round_ in range(args.rounds):
-                for label, path in versions:
-                    took, cpu = run(inv, play, path, args.forks)
+                for label, path, playbook in versions:
+                    took, cpu = run(inv, playbook, path, args.forks)
                     results.setdefault((label, sites), []).append((took, cpu))
                     print("round %d  %-14s %4d hosts  %6.2f s  %6.2f CPU-s" % (round_ + 1, label, sites + 1, took, cpu),
                           flush=True)
@@ -113,7 +126,7 @@ def main():
             per_host[(label, sites)] = cpu / (sites + 1)
             print("| %s | %d | %.2f | %.2f | %.3f |" % (label, sites + 1, wall, cpu, cpu / (sites + 1)))
         low, high = min(args.hosts), max(args.hosts)
-        for label, _path in versions:
+        for label, _path, _playbook in versions:
             print("%s: CPU per host at %d hosts / at %d hosts = %.2fx" % (
                 label, high + 1, low + 1, per_host[(label, high)] / per_host[(label, low)]))
 
