@@ -46,8 +46,9 @@ class StreamManager(object):
         self.plan(client)
         self.apply_all()
 
-    def plan(self, client):
-        """Read every declared stream, plan each, and check what can be checked before anything is sent."""
+    def plan(self, client, checks=True):
+        """Read every declared stream, plan each, and (``checks``) check what can be checked before anything
+        is sent."""
         self.js = JetStream(client, domain=self.module.params.get("domain"),
                             api_prefix=self.module.params.get("api_prefix"))
         infos = {}
@@ -67,8 +68,9 @@ class StreamManager(object):
             plans.append((desired, js_stream.plan(desired, info, version, self.where()), info))
         for desired, plan, info in plans:
             self.results[desired.name] = self.entry(plan, info)
-        self.check_placements(client, plans)
-        self.warn_missing_origins(client, plans)
+        if checks:
+            self.check_placements(client, plans)
+            self.warn_missing_origins(client, plans)
         self.plans = plans
 
     def apply_all(self):
@@ -262,19 +264,28 @@ class AccountStreams(object):
         """``connect(creds)``, when given, hands out the caller's connection of each account (the caller
         keeps them open for its own work after the streams'); else each is opened and closed here."""
         with contextlib.ExitStack() as connections:
-            for creds, manager in self.managers.items():
-                try:
-                    client = connect(creds) if connect else connections.enter_context(
-                        NatsClient(connection_params(self.module.params, creds)))
-                except NatsClientError as exc:
-                    if not creds:
-                        raise
-                    raise NatsClientError("stream%s %s%s: %s" % (
-                        "s" if len(manager.declared) > 1 else "", ", ".join(repr(d.name) for d in manager.declared),
-                        js_stream.account_label(creds), exc))
-                manager.plan(client)
+            self.plan(connect or (lambda creds: connections.enter_context(
+                NatsClient(connection_params(self.module.params, creds)))))
             for manager in self.managers.values():
                 manager.apply_all()
+
+    def plan(self, connect, checks=True):
+        """Every account's streams read and planned (and, with ``checks``, checked), nothing sent."""
+        for creds, manager in self.managers.items():
+            try:
+                client = connect(creds)
+            except NatsClientError as exc:
+                if not creds:
+                    raise
+                raise NatsClientError("stream%s %s%s: %s" % (
+                    "s" if len(manager.declared) > 1 else "", ", ".join(repr(d.name) for d in manager.declared),
+                    js_stream.account_label(creds), exc))
+            manager.plan(client, checks)
+
+    def changing(self):
+        """The names of the planned streams that are not as declared."""
+        return [desired.name for desired in self.declared
+                if self.managers[desired.creds].results[desired.name]["action"] != "none"]
 
     def result(self, bulk):
         return _summary(self.module, [self.managers[d.creds].results[d.name] for d in self.declared

@@ -20,8 +20,9 @@ description:
     then the buckets' entries and the stores' objects are written where they differ, then the
     consumers are converged, in the order given, then (after O(wait_seconds)) the objects of O(fetches)
     are written to files.
-  - The site.yml streams stage runs it once per pass and domain, so a domain costs two module runs
-    instead of one per kind and pass.
+  - The site.yml streams stage runs it once per domain with O(defer_copies), and again only where a copy
+    was deferred or something changed. A domain costs one module run when its copies are as declared, two when
+    not, instead of one per kind and pass.
 author: nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
   - nats_edge.fleet.connection
@@ -93,6 +94,23 @@ options:
     type: list
     elements: dict
     default: []
+  defer_copies:
+    description:
+      - For runs that converge several domains whose copies read each other's origins. With V(true), when a copy
+        of the run (a stream, bucket or store with a mirror or sources) is not found as declared (it would be
+        created, changed, recreated or deleted), this run converges only the items that copy from nowhere, with
+        their entries and objects, returns the copies in RV(deferred) and leaves them, the consumers,
+        O(wait_seconds) and O(fetches) to a second run, made once the origins of every domain exist.
+      - When every copy is found as declared, everything is converged in this one run; an object of O(fetches)
+        that cannot be read whole from its store yet (an origin in another domain may be changing it in its own
+        first run) is then deferred too, with its store's name in RV(deferred).
+      - To decide, the copies are only read; their placements are checked and their origins looked up when
+        they are converged.
+      - The site.yml streams stage runs so on every domain first; its second run goes where a domain deferred,
+        or, outside check mode, where a first run changed something (a copy's origin may have changed under
+        the first run's wait and fetches).
+    type: bool
+    default: false
 notes:
   - An item that fails its kind's checks fails the task before anything is sent, naming the list, the item
     and the option. A failure after the first change names the item and reports what was sent in RV(actions).
@@ -168,6 +186,14 @@ replication:
   returned: when O(wait_seconds) waited for a copy
   type: list
   elements: dict
+deferred:
+  description:
+    - The stream names (C(KV_) and C(OBJ_) for buckets and stores) of the copies left to a second run, see
+      O(defer_copies); empty when nothing was deferred.
+  returned: always
+  type: list
+  elements: str
+  sample: [recv-cnc, KV_settings]
 actions:
   description: The JetStream API requests that change something, in the order sent; in check mode the ones that would be.
   returned: always
@@ -210,6 +236,7 @@ ARGUMENT_SPEC = dict(
     unique_tag=dict(type="str"),
     wait_seconds=dict(type="int", default=0),
     fetches=dict(type="list", elements="dict", default=[]),
+    defer_copies=dict(type="bool", default=False),
 )
 _CREDS = dict(creds=dict(type="path"))
 # each list's items as their own module takes them
@@ -259,10 +286,12 @@ def _item_label(key, item):
 class Domain(object):
     """One run: the streams of every kind through AccountStreams, then contents, then consumers."""
 
-    def __init__(self, module, items):
+    def __init__(self, module, items, quiet=False):
         self.module = module
         self.items = items
         self.params = module.params
+        self.wait_seconds = self.params["wait_seconds"]
+        self.deferred = []
         self.buckets = kv.declared_buckets({"buckets": items["kv_buckets"], "state": "present"}) \
             if items["kv_buckets"] else []
         self.wanted_objects = [checked_objects(store) for store in items["object_stores"]]
@@ -279,7 +308,7 @@ class Domain(object):
         self.declared = js_stream.desired_items(dict(
             streams=items["streams"] + bucket_streams + store_streams, state="present", on_immutable_change="fail",
             allow_data_loss=False, creds=self.params.get("creds")))
-        for desired in self.declared:
+        for desired in [] if quiet else self.declared:
             for warning in desired.warnings:
                 module.warn(warning)
         self.accounts = AccountStreams(module, self.declared)
@@ -287,36 +316,58 @@ class Domain(object):
         self.consumer_actions = []
         self.replication = None
 
-    def run(self):
-        with contextlib.ExitStack() as connections:
-            clients = {}
+    def changing_copies(self, connect):
+        """The copies of this run not found as declared, read and planned only: no placement is checked and no
+        origin looked up, as their origins may not exist yet."""
+        reader = AccountStreams(self.module, [desired for desired in self.declared if _is_copy(desired)])
+        reader.plan(connect, checks=False)
+        return reader.changing()
 
-            def connect(creds):
-                if creds not in clients:
-                    clients[creds] = connections.enter_context(NatsClient(connection_params(self.params, creds)))
-                return clients[creds]
+    def deferring(self, connect):
+        """This run, or, when a copy is not as declared, a run of the items that copy from nowhere alone,
+        which reports the copies as deferred (defer_copies)."""
+        changing = self.changing_copies(connect)
+        if not changing:
+            return self
+        copy_flags = [_is_copy(desired) for desired in self.declared]
+        origins, start = dict(self.items, consumers=[], fetches=[]), 0
+        for key in ("streams", "kv_buckets", "object_stores"):  # the order of self.declared
+            flags = copy_flags[start:start + len(self.items[key])]
+            origins[key] = [item for item, is_copy in zip(self.items[key], flags) if not is_copy]
+            start += len(self.items[key])
+        domain = Domain(self.module, origins, quiet=True)
+        domain.deferred, domain.wait_seconds = changing, 0
+        return domain
 
-            self.accounts.run(connect)
-            for (name, options, state), item in zip(self.buckets, self.items["kv_buckets"]):
-                self.results["buckets"].append(self.bucket(connect, name, options, state, item["creds"]))
-            for store, wanted in zip(self.items["object_stores"], self.wanted_objects):
-                self.results["stores"].append(self.store(connect, store, wanted))
-            for item, desired in zip(self.items["consumers"], self.consumer_configs):
-                js = JetStream(connect(item["creds"]), domain=self.params.get("domain"),
-                               api_prefix=self.params.get("api_prefix"))
-                try:
-                    if self.module.check_mode and self.created_here(item):
-                        result = self.predicted_consumer(js, item, desired)
-                    else:
-                        result = ConsumerManager(self.module, js, item).run(desired)
-                finally:
-                    self.consumer_actions.extend(js.actions)
-                result.update(stream=item["stream"], name=item["name"])
-                self.results["consumer_results"].append(result)
-            if self.params["wait_seconds"] > 0 and not self.module.check_mode:
-                self.wait(connect)
-            for item in self.items["fetches"]:
+    def run(self, connect):
+        """``connect(creds)`` hands out the run's connection of each account."""
+        self.accounts.run(connect)
+        for (name, options, state), item in zip(self.buckets, self.items["kv_buckets"]):
+            self.results["buckets"].append(self.bucket(connect, name, options, state, item["creds"]))
+        for store, wanted in zip(self.items["object_stores"], self.wanted_objects):
+            self.results["stores"].append(self.store(connect, store, wanted))
+        for item, desired in zip(self.items["consumers"], self.consumer_configs):
+            js = JetStream(connect(item["creds"]), domain=self.params.get("domain"),
+                           api_prefix=self.params.get("api_prefix"))
+            try:
+                if self.module.check_mode and self.created_here(item):
+                    result = self.predicted_consumer(js, item, desired)
+                else:
+                    result = ConsumerManager(self.module, js, item).run(desired)
+            finally:
+                self.consumer_actions.extend(js.actions)
+            result.update(stream=item["stream"], name=item["name"])
+            self.results["consumer_results"].append(result)
+        if self.wait_seconds > 0 and not self.module.check_mode:
+            self.wait(connect)
+        for item in self.items["fetches"]:
+            try:
                 self.results["fetched"].append(self.fetch(connect, item))
+            except DomainError:
+                # a first run's copy may not hold yet what another domain's first run is writing to its origin
+                if not self.params["defer_copies"]:
+                    raise
+                self.deferred.append("OBJ_" + item["bucket"])
 
     def fetch(self, connect, item):
         """An object into a file on this host (the controller, for the fleet's cache), digest checked."""
@@ -354,7 +405,7 @@ class Domain(object):
         copies = self.copies()
         if not copies:
             return
-        deadline = time.monotonic() + self.params["wait_seconds"]
+        deadline = time.monotonic() + self.wait_seconds
         target = [(self.params.get("domain"), self.params.get("api_prefix"))]
         while True:
             rows, missing = [], []
@@ -375,7 +426,7 @@ class Domain(object):
                 return
             if time.monotonic() >= deadline:
                 raise DomainError("the copies have not caught up with their origins after %d s: %s" % (
-                    self.params["wait_seconds"], ", ".join(behind)))
+                    self.wait_seconds, ", ".join(behind)))
             time.sleep(1)
 
     def created_here(self, item):
@@ -436,7 +487,8 @@ class Domain(object):
     def result(self):
         streams = self.accounts.result(True)
         stream_entries = streams["streams"][:len(self.items["streams"])]
-        out = dict(streams=stream_entries, actions=streams["actions"] + self.consumer_actions, **self.results)
+        out = dict(streams=stream_entries, actions=streams["actions"] + self.consumer_actions, deferred=self.deferred,
+                   **self.results)
         if self.replication is not None:
             out["replication"] = self.replication
         groups = (stream_entries, out["buckets"], out["stores"], out["consumer_results"], out["fetched"])
@@ -446,6 +498,24 @@ class Domain(object):
         return out
 
 
+def _is_copy(desired):
+    return bool(desired.config.get("mirror") or desired.config.get("sources"))
+
+
+class Connections(object):
+    """The run's connection of each account's creds, opened on first use, closed with the run."""
+
+    def __init__(self, params, stack):
+        self.params = params
+        self.stack = stack
+        self.clients = {}
+
+    def __call__(self, creds):
+        if creds not in self.clients:
+            self.clients[creds] = self.stack.enter_context(NatsClient(connection_params(self.params, creds)))
+        return self.clients[creds]
+
+
 def main():
     module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True)
     try:
@@ -453,17 +523,21 @@ def main():
     except (DomainError, kv.BucketError, js_stream.StreamError, OSError) as exc:
         module.fail_json(msg=str(exc), changed=False, actions=[])
     require_nats_py(module)
-    try:
-        domain.run()
-    except ConsumerFailure as exc:
-        extra = dict(exc.extra)
-        extra.pop("actions", None)
-        result = domain.result()
-        extra["changed"] = result["changed"] or extra.get("changed", False)
-        module.fail_json(msg=exc.msg, **dict(result, **extra))
-    except (DomainError, kv.BucketError, js_stream.StreamError, StreamFailure, NatsClientError, JetStreamError,
-            objects.ObjectError, OSError) as exc:
-        module.fail_json(msg=str(exc), **domain.result())
+    with contextlib.ExitStack() as stack:
+        connect = Connections(module.params, stack)
+        try:
+            if module.params["defer_copies"]:
+                domain = domain.deferring(connect)
+            domain.run(connect)
+        except ConsumerFailure as exc:
+            extra = dict(exc.extra)
+            extra.pop("actions", None)
+            result = domain.result()
+            extra["changed"] = result["changed"] or extra.get("changed", False)
+            module.fail_json(msg=exc.msg, **dict(result, **extra))
+        except (DomainError, kv.BucketError, js_stream.StreamError, StreamFailure, NatsClientError, JetStreamError,
+                objects.ObjectError, OSError) as exc:
+            module.fail_json(msg=str(exc), **domain.result())
     module.exit_json(**domain.result())
 
 

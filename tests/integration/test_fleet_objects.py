@@ -1,8 +1,8 @@
 """The streams stage of the fleet play with object stores, on a hub and a leaf with their own
 JetStream domains: nats_object_stores converged from inventory data (origin at the hub, copy in
 the leaf), nats_object_fetch writing the object on the leaf's host, a second run that changes
-nothing, check mode that predicts and writes nothing, and the fetch again from the leaf's own copy
-while the hub is down."""
+nothing in one module run per domain, check mode that predicts and writes nothing, a new release of an
+object in the same run, and the fetch again from the leaf's own copy while the hub is down."""
 
 import hashlib
 import os
@@ -41,6 +41,19 @@ def run_stages(inventory, *args):
     return proc, recap
 
 
+SECOND_RUN = "Converge the copies and the consumers, wait for the copies"
+
+
+def task_status(stdout, name, host):
+    """What the default callback printed for ``host`` (ok, changed, skipping, ...) under the task named ``name``."""
+    for section in stdout.split("\nTASK [")[1:]:
+        title, _, body = section.partition("\n")
+        if name in title:
+            found = re.search(r"^(\w+): \[%s[\] ]" % re.escape(host), body, re.M)
+            return found.group(1) if found else None
+    return None
+
+
 def test_object_stores_from_the_inventory_reach_the_edge_host_also_with_the_hub_down(hub_and_leaf, tmp_path):
     if hub_and_leaf["version"].startswith("2.9."):
         pytest.skip("the stage's logic is the same on every server; the modules' own tests cover 2.9")
@@ -68,10 +81,15 @@ def test_object_stores_from_the_inventory_reach_the_edge_host_also_with_the_hub_
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert recap["hub-1"]["changed"] >= 1 and recap["leaf-1"]["changed"] >= 1, recap
     assert dest.read_bytes() == FIRMWARE and dest.stat().st_mode & 0o777 == 0o640
+    # the leaf's copy to make: its first run deferred it to the second
+    assert task_status(proc.stdout, SECOND_RUN, "leaf-1") == "changed", proc.stdout[-4000:]
 
     proc, recap = run_stages(str(inventory / "hosts.yml"))
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert recap["hub-1"]["changed"] == 0 and recap["leaf-1"]["changed"] == 0, proc.stdout[-4000:]
+    # every copy as declared, nothing changed: one module run per domain
+    assert [task_status(proc.stdout, SECOND_RUN, host) for host in ("hub-1", "leaf-1")] == ["skipping"] * 2, \
+        proc.stdout[-4000:]
 
     # the host's copy edited, another one's mode opened: the run reads the host once, rewrites the file only
     dest.write_bytes(b"edited")
@@ -110,6 +128,15 @@ def test_object_stores_from_the_inventory_reach_the_edge_host_also_with_the_hub_
     assert "would be copied from" in proc.stdout
     proc, recap = run_stages(str(inventory / "hosts.yml"))
     assert proc.returncode == 0 and recap["leaf-1"]["changed"] == 2 and dest.read_bytes() == FIRMWARE, proc.stdout[-4000:]
+
+    # a new release of the object in the hub's store reaches the edge host in the same run: the edge's first run
+    # may read its copy before the hub's first run has written the release; the second run reads it again
+    for release in (FIRMWARE[::-1], FIRMWARE):
+        (inventory / "files/fw.bin").write_bytes(release)
+        proc, recap = run_stages(str(inventory / "hosts.yml"))
+        assert proc.returncode == 0 and recap["hub-1"]["changed"] >= 1, proc.stdout[-4000:]
+        assert dest.read_bytes() == release, proc.stdout[-4000:]
+        assert task_status(proc.stdout, SECOND_RUN, "leaf-1") in ("ok", "changed"), proc.stdout[-4000:]
 
     # the hub down, the cache and the file gone: the leaf's own copy serves the object
     shutil.rmtree(fleet_dir / "objects")

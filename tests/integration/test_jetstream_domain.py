@@ -1,7 +1,8 @@
 """jetstream_domain against a hub and a leaf with their own JetStream domains: streams, a key-value bucket
 with entries, an object store with an object and a durable consumer converged in one run, predicted
-exactly in check mode, unchanged on a second run; copies in the leaf in a second run; bad items refused
-before anything is sent, naming the list, the item and the option."""
+exactly in check mode, unchanged on a second run; copies in the leaf in a second run (defer_copies: one run
+when every copy is as declared); bad items refused before anything is sent, naming the list, the item and the
+option."""
 
 from conftest import jetstream, publish, run_module
 
@@ -128,6 +129,44 @@ def test_the_run_fetches_objects_last_digest_checked_and_predicts_in_check_mode(
                                                                     "dest": str(tmp_path / "nothing")}]))
     assert missing["failed"] and missing["msg"].startswith("fetches (files/nothing): it is not in the bucket"), missing
     assert not (tmp_path / "nothing").exists()
+
+
+def test_defer_copies_converges_the_origins_alone_while_a_copy_is_not_as_declared(hub_and_leaf, tmp_path):
+    """defer_copies: a copy to make leaves the copies, consumers, wait and fetches to a second run; copies found
+    as declared make it one run; an object a copy cannot give yet is deferred, not failed."""
+    assert not run_module("jetstream_domain", items(hub_and_leaf["hub"])).get("failed")
+    publish(hub_and_leaf["hub"], "orders.new", 4)
+    dest = tmp_path / "motd.txt"
+    copies = dict(streams=[{"name": "orders-copy", "mirror": {"name": "ORDERS", "domain": "hub"}}],
+                  object_stores=[{"name": "files", "mirror": {"name": "files", "domain": "hub"}}])
+    leaf = dict(copies, servers=[hub_and_leaf["leaf"]], domain="leaf", timeout=3.0, wait_seconds=30,
+                streams=[{"name": "local", "subjects": ["local.>"]}] + copies["streams"],
+                consumers=[{"stream": "orders-copy", "name": "readers"}],
+                fetches=[{"bucket": "files", "name": "motd.txt", "dest": str(dest)}])
+    predicted = run_module("jetstream_domain", dict(leaf, defer_copies=True), check_mode=True)
+    first = run_module("jetstream_domain", dict(leaf, defer_copies=True))
+    assert first["changed"] and sorted(first["deferred"]) == ["OBJ_files", "orders-copy"], first
+    assert predicted["deferred"] == first["deferred"] and predicted["actions"] == first["actions"], predicted
+    # the origin alone: no copy, consumer, wait or fetch yet, and no warning about origins
+    assert [s["name"] for s in first["streams"]] == ["local"] and first["stores"] == [], first
+    assert first["consumer_results"] == [] and first["fetched"] == [] and "replication" not in first, first
+    assert not first.get("warnings"), first["warnings"]
+    with jetstream(hub_and_leaf["leaf"], "leaf") as js:
+        assert js.call("INFO")["streams"] == 1
+    second = run_module("jetstream_domain", dict(leaf, streams=copies["streams"]))
+    assert second["changed"] and second["deferred"] == [] and dest.read_text() == "hello", second
+    # every copy as declared: one run does it all, reads only
+    once = run_module("jetstream_domain", dict(leaf, defer_copies=True))
+    assert not once["changed"] and once["deferred"] == [] and once["actions"] == [], once
+    assert [s["action"] for s in once["streams"]] == ["none", "none"] and len(once["consumer_results"]) == 1, once
+    assert once["replication"] and not once["fetched"][0]["changed"], once
+    # an object the copy does not hold yet: deferred with its store, not a failure; without defer_copies, a failure
+    later = dict(leaf, fetches=leaf["fetches"] + [{"bucket": "files", "name": "later", "dest": str(tmp_path / "l")}])
+    deferred = run_module("jetstream_domain", dict(later, defer_copies=True))
+    assert not deferred.get("failed") and deferred["deferred"] == ["OBJ_files"], deferred
+    assert [f["name"] for f in deferred["fetched"]] == ["motd.txt"], deferred["fetched"]
+    failed = run_module("jetstream_domain", later)
+    assert failed["failed"] and "fetches (files/later): it is not in the bucket" in failed["msg"], failed
 
 
 def test_bad_items_are_refused_before_anything_is_sent(hub_and_leaf):
