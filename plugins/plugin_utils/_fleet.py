@@ -165,6 +165,37 @@ def object_sources(stores, files_dir):
     return out
 
 
+# each host's variables that check_hosts checks, as check() takes them
+HOST_DATA = (("streams", "nats_streams"), ("consumers", "nats_consumers"), ("kv_buckets", "nats_kv_buckets"),
+             ("accounts", "nats_accounts"), ("object_stores", "nats_object_stores"),
+             ("object_fetch", "nats_object_fetch"))
+
+
+def check_hosts(hostvars, hosts):
+    """Each host's streams, consumers, buckets, stores and fetches checked as check() checks them, every distinct
+    set of them once (a site's hosts share their group's): {host: items checked}. Raises one error with the first
+    problem of each distinct set, each named with its domain."""
+    done, out, problems = {}, {}, []
+    for host in hosts:
+        hv = hostvars[host]
+        domain = hv.get("nats_server_jetstream_domain") or ""
+        data = dict((key, plain(hv.get(name)) or []) for key, name in HOST_DATA)
+        data["files_dir"] = hv.get("inventory_dir") or ""
+        key = json.dumps([domain, data], sort_keys=True, default=repr)
+        if key not in done:
+            try:
+                done[key] = check(data["accounts"], None, data["streams"], data["consumers"], where=domain + ": ",
+                                  kv_buckets=data["kv_buckets"], object_stores=data["object_stores"],
+                                  object_fetch=data["object_fetch"], files_dir=data["files_dir"])
+            except FleetError as exc:
+                done[key] = None
+                problems.append(str(exc))
+        out[host] = done[key]
+    if problems:
+        raise FleetError("\n".join(problems))
+    return out
+
+
 def _check_object_stores(stores, where, files_dir):
     from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv
     seen = set()

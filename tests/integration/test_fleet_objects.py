@@ -47,7 +47,7 @@ SECOND_RUN = "Converge the copies and the consumers, wait for the copies"
 def task_status(stdout, name, host):
     """What the default callback printed for ``host`` (ok, changed, skipping, ...) under the task named ``name``."""
     for section in stdout.split("\nTASK [")[1:]:
-        title, _, body = section.partition("\n")
+        title, body = section.split("\n", 1) if "\n" in section else (section, "")
         if name in title:
             found = re.search(r"^(\w+): \[%s[\] ]" % re.escape(host), body, re.M)
             return found.group(1) if found else None
