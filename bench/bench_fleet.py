@@ -25,8 +25,13 @@ first with the hub, untimed, and keep running (their servers leaf-linked to the 
 sites are converged beside them, from an inventory without them. Every run converges the hub first
 (`warm-up`, untimed), so runs with and without idle sites differ in those sites alone.
 
+`--tasks DIR` keeps each step's time per task (ansible.posix's profile_tasks) in DIR/<N>-<step>.log and, at
+the end, lists the tasks of the converge whose time per site grew most from the smallest N to the largest:
+where the time per site goes as the fleet grows.
+
     .venv/bin/python bench/bench_fleet.py --sites 10 30 100 --forks 50
     .venv/bin/python bench/bench_fleet.py --sites 10 --idle 0 90 --skip-noop --skip-rollout
+    .venv/bin/python bench/bench_fleet.py --sites 10 100 --skip-noop --skip-rollout --tasks /tmp/fleet-tasks
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -208,19 +214,47 @@ def environment(args, work):
     if args.control_persist:
         # Ansible's own ssh_args with a longer-lived master: a host's next task reuses its connection
         env["ANSIBLE_SSH_ARGS"] = "-C -o ControlMaster=auto -o ControlPersist=%s" % args.control_persist
+    if args.tasks:
+        env.update(ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_SORT_ORDER="none",
+                   PROFILE_TASKS_TASK_OUTPUT_LIMIT="all")
     if args.fact_cache:
         env.update(ANSIBLE_CACHE_PLUGIN="jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=os.path.join(work, "facts"),
                    ANSIBLE_CACHE_PLUGIN_TIMEOUT="3600", ANSIBLE_GATHERING="smart")
     return env
 
 
-def timed(row, name, argv, env, sites=None):
+def task_times(text):
+    """[(task, seconds)] in the order run, from profile_tasks' recap (a task run twice is listed twice)."""
+    recap = text[text.rfind("TASKS RECAP"):] if "TASKS RECAP" in text else ""
+    return [(name, float(seconds)) for name, seconds in re.findall(r"^(\S.*?) -+ ([0-9.]+)s$", recap, re.M)]
+
+
+def grown_tasks(smaller, larger, top=15):
+    """The tasks of ``larger`` (sites, [(task, seconds)]) whose time per site grew most against ``smaller``'s:
+    [(task, per site smaller, per site larger)], the largest growth in seconds per site first."""
+    def per_site(sites, times):
+        out, seen = {}, {}
+        for name, seconds in times:
+            seen[name] = seen.get(name, 0) + 1
+            out[(name, seen[name])] = seconds / sites
+        return out
+    small, large = per_site(*smaller), per_site(*larger)
+    rows = [(key[0], small.get(key, 0.0), value) for key, value in large.items()]
+    return sorted(rows, key=lambda row: row[1] - row[2])[:top]
+
+
+def timed(row, name, argv, env, sites=None, tasks_dir=None):
     """Run one step, keeping its time and the load average while it ran (printed at once: a run cut short
     still leaves the steps it finished); per site is per measured site unless ``sites`` says how many the step
-    converges."""
+    converges. With ``tasks_dir``, the step's output (its time per task) is kept there."""
     machine, controller = busy_cpu_seconds(), controller_cpu_seconds()
     with LoadAverage() as load:
         row[name], proc = run(argv, env=env)
+    if tasks_dir:
+        os.makedirs(tasks_dir, exist_ok=True)
+        with open(os.path.join(tasks_dir, "%d-%s.log" % (row["sites"], name)), "w", encoding="utf-8") as handle:
+            handle.write(proc.stdout)
+        row["tasks " + name] = task_times(proc.stdout)
     row["load " + name] = load.summary()
     row["cpu controller " + name] = controller_cpu_seconds() - controller
     row["cpu machine " + name] = busy_cpu_seconds() - machine
@@ -251,15 +285,15 @@ def measure(sites, args, idle=None):
                 row["idle"] = idle
                 timed(row, "warm-up", [os.path.join(BIN, "ansible-playbook"), "-i", warm, play], env, sites=max(idle, 1))
             timed(row, "ping", [os.path.join(BIN, "ansible"), "-i", inv, "nats_servers", "-m", "ansible.builtin.ping"], env)
-            timed(row, "converge", playbook + [play], env)
+            timed(row, "converge", playbook + [play], env, tasks_dir=args.tasks)
             row["hub MB converge"] = hub_memory(lab)
             if not args.skip_noop:
-                timed(row, "no-op", playbook + [play], env)
+                timed(row, "no-op", playbook + [play], env, tasks_dir=args.tasks)
             if args.skip_rollout:
                 return row
             report = os.path.join(work, "rollout.json")
             proc = timed(row, "rollout", playbook + ["nats_edge.fleet.rollout", "-e", json.dumps(
-                {"nats_server_version": VERSIONS[1], "nats_rollout_report_file": report})], env)
+                {"nats_server_version": VERSIONS[1], "nats_rollout_report_file": report})], env, tasks_dir=args.tasks)
             row["hub MB rollout"] = hub_memory(lab)
             with open(report, encoding="utf-8") as handle:
                 nodes = json.load(handle)["nodes"]
@@ -294,6 +328,8 @@ def main():
                         help="for each N, a run per value M with M idle edge sites running beside the N converged")
     parser.add_argument("--leaf-compression", help="leaf link compression at the hub and on every remote (e.g. off, "
                         "s2_fast); nats-server's default s2_auto picks a stronger level as round trips grow")
+    parser.add_argument("--tasks", help="keep each step's time per task in this directory, and list the converge's "
+                        "tasks whose time per site grew most from the smallest N to the largest")
     parser.add_argument("--hub-memory", default="1GiB",
                         help="the hub's nats_server_memory_limit (its heap grows with two leaf links per site)")
     args = parser.parse_args()
@@ -321,6 +357,14 @@ def main():
                   row.get("cpu controller rollout", nan) / sites, row.get("cpu machine rollout", nan) / sites,
                   *row["load converge"], *row.get("load rollout", (nan, nan)), sum(turn) / len(turn), max(turn),
                   row["hub MB converge"], row.get("hub MB rollout")), flush=True)
+    measured = [row for row in rows if row.get("tasks converge")]
+    if args.tasks and len(measured) > 1:
+        smaller, larger = min(measured, key=lambda r: r["sites"]), max(measured, key=lambda r: r["sites"])
+        print("\nconverge, the tasks whose time per site grew most from %d to %d sites (s per site):"
+              % (smaller["sites"], larger["sites"]))
+        for name, small, large in grown_tasks((smaller["sites"], smaller["tasks converge"]),
+                                              (larger["sites"], larger["tasks converge"])):
+            print("  %7.3f -> %7.3f  %s" % (small, large, name[:110]))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
