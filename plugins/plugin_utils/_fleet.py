@@ -173,27 +173,33 @@ HOST_DATA = (("streams", "nats_streams"), ("consumers", "nats_consumers"), ("kv_
 
 def check_hosts(hostvars, hosts):
     """Each host's streams, consumers, buckets, stores and fetches checked as check() checks them, every distinct
-    set of them once (a site's hosts share their group's): {host: items checked}. Raises one error with the first
-    problem of each distinct set, each named with its domain."""
-    done, out, problems = {}, {}, []
+    set of them once (sites share their groups' data): {host: items checked}. Raises one error with the first
+    problem of each distinct set, named with the domains that hold it."""
+    done, domains, out = {}, {}, {}
     for host in hosts:
         hv = hostvars[host]
-        domain = hv.get("nats_server_jetstream_domain") or ""
         data = dict((key, plain(hv.get(name)) or []) for key, name in HOST_DATA)
         data["files_dir"] = hv.get("inventory_dir") or ""
-        key = json.dumps([domain, data], sort_keys=True, default=repr)
+        key = json.dumps(data, sort_keys=True, default=repr)
+        domains.setdefault(key, []).append(hv.get("nats_server_jetstream_domain") or "")
         if key not in done:
             try:
-                done[key] = check(data["accounts"], None, data["streams"], data["consumers"], where=domain + ": ",
+                done[key] = check(data["accounts"], None, data["streams"], data["consumers"],
                                   kv_buckets=data["kv_buckets"], object_stores=data["object_stores"],
                                   object_fetch=data["object_fetch"], files_dir=data["files_dir"])
             except FleetError as exc:
-                done[key] = None
-                problems.append(str(exc))
+                done[key] = exc
         out[host] = done[key]
+    problems = ["%s: %s" % (_some(domains[key]), value) for key, value in done.items() if isinstance(value, FleetError)]
     if problems:
         raise FleetError("\n".join(problems))
     return out
+
+
+def _some(names, shown=5):
+    """Distinct names in order, the first ``shown`` of them and how many more."""
+    names = list(dict.fromkeys(names))
+    return ", ".join(names[:shown]) + (" and %d more" % (len(names) - shown) if len(names) > shown else "")
 
 
 def _check_object_stores(stores, where, files_dir):

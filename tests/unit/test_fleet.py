@@ -93,23 +93,27 @@ def test_domains_and_push_targets():
         _fleet.push_targets(domains, "everywhere")
 
 
-def test_check_hosts_checks_each_sites_data_once_and_names_the_domain(monkeypatch):
-    site = {"nats_server_jetstream_domain": "spoke-1", "nats_accounts": [{"name": "TEST"}],
-            "nats_streams": [{"name": "test", "subjects": ["test.>"]}], "inventory_dir": "/inv"}
-    hostvars = {"s1": dict(site), "s2": dict(site), "h1": {"nats_server_jetstream_domain": "hub"}}
+def test_check_hosts_checks_each_distinct_data_once_and_names_the_domains(monkeypatch):
+    site = {"nats_accounts": [{"name": "TEST"}], "nats_streams": [{"name": "test", "subjects": ["test.>"]}],
+            "inventory_dir": "/inv"}
+    hostvars = dict(("s%d" % i, dict(site, nats_server_jetstream_domain="spoke-%d" % i)) for i in range(1, 8))
+    hostvars["h1"] = {"nats_server_jetstream_domain": "hub"}
+    hosts = sorted(hostvars)
     calls = []
     check = _fleet.check
-    monkeypatch.setattr(_fleet, "check", lambda *args, **kwargs: calls.append(kwargs["where"]) or check(*args, **kwargs))
-    assert _fleet.check_hosts(hostvars, ["s1", "s2", "h1"]) == {"s1": 2, "s2": 2, "h1": 0}
-    assert calls == ["spoke-1: ", "hub: "]
-    # every site's first problem in one error, each named with its domain
-    hostvars["s2"] = dict(site, nats_streams=[{"name": "test", "max_age": "forever"}])
+    monkeypatch.setattr(_fleet, "check", lambda *args, **kwargs: calls.append(args[2]) or check(*args, **kwargs))
+    # seven sites with their own domains and the same group's data: checked once, and the hub
+    assert _fleet.check_hosts(hostvars, hosts) == dict(dict.fromkeys(hosts, 2), h1=0)
+    assert len(calls) == 2
+    # every distinct data's first problem in one error, named with the domains that hold it
+    for host in hosts[1:]:
+        hostvars[host]["nats_streams"] = [{"name": "test", "max_age": "forever"}]
     hostvars["h1"]["nats_consumers"] = [{"stream": "s", "name": "c", "ack_policy": "sometimes"}]
     with pytest.raises(_fleet.FleetError) as raised:
-        _fleet.check_hosts(hostvars, ["s1", "s2", "h1"])
+        _fleet.check_hosts(hostvars, hosts)
     lines = str(raised.value).splitlines()
-    assert len(lines) == 2 and lines[0].startswith("spoke-1: nats_streams[0] (test)"), lines
-    assert lines[1].startswith("hub: nats_consumers[0] (c)"), lines
+    assert len(lines) == 2 and lines[0].startswith("hub: nats_consumers[0] (c)"), lines
+    assert lines[1].startswith("spoke-1, spoke-2, spoke-3, spoke-4, spoke-5 and 2 more: nats_streams[0] (test)"), lines
 
 
 def test_stream_batches_put_origins_before_copies():
