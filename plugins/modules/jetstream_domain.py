@@ -290,7 +290,6 @@ class Domain(object):
         self.module = module
         self.items = items
         self.params = module.params
-        self.wait_seconds = self.params["wait_seconds"]
         self.deferred = []
         self.buckets = kv.declared_buckets({"buckets": items["kv_buckets"], "state": "present"}) \
             if items["kv_buckets"] else []
@@ -336,7 +335,7 @@ class Domain(object):
             origins[key] = [item for item, is_copy in zip(self.items[key], flags) if not is_copy]
             start += len(self.items[key])
         domain = Domain(self.module, origins, quiet=True)
-        domain.deferred, domain.wait_seconds = changing, 0
+        domain.deferred = changing  # it holds no copy: nothing to wait for
         return domain
 
     def run(self, connect):
@@ -358,7 +357,7 @@ class Domain(object):
                 self.consumer_actions.extend(js.actions)
             result.update(stream=item["stream"], name=item["name"])
             self.results["consumer_results"].append(result)
-        if self.wait_seconds > 0 and not self.module.check_mode:
+        if self.params["wait_seconds"] > 0 and not self.module.check_mode:
             self.wait(connect)
         for item in self.items["fetches"]:
             try:
@@ -395,7 +394,7 @@ class Domain(object):
         """The streams (buckets' and stores' too) of this run that copy from an origin, per account's creds."""
         out = {}
         for desired in self.declared:
-            if desired.state == "present" and (desired.config.get("mirror") or desired.config.get("sources")):
+            if desired.state == "present" and _is_copy(desired):
                 out.setdefault(desired.creds, []).append(desired.name)
         return out
 
@@ -405,7 +404,7 @@ class Domain(object):
         copies = self.copies()
         if not copies:
             return
-        deadline = time.monotonic() + self.wait_seconds
+        deadline = time.monotonic() + self.params["wait_seconds"]
         target = [(self.params.get("domain"), self.params.get("api_prefix"))]
         while True:
             rows, missing = [], []
@@ -426,7 +425,7 @@ class Domain(object):
                 return
             if time.monotonic() >= deadline:
                 raise DomainError("the copies have not caught up with their origins after %d s: %s" % (
-                    self.wait_seconds, ", ".join(behind)))
+                    self.params["wait_seconds"], ", ".join(behind)))
             time.sleep(1)
 
     def created_here(self, item):
