@@ -366,7 +366,8 @@ class Domain(object):
                 # a first run's copy may not hold yet what another domain's first run is writing to its origin
                 if not self.params["defer_copies"]:
                     raise
-                self.deferred.append("OBJ_" + item["bucket"])
+                if "OBJ_" + item["bucket"] not in self.deferred:  # two objects of one store: the store once
+                    self.deferred.append("OBJ_" + item["bucket"])
 
     def fetch(self, connect, item):
         """An object into a file on this host (the controller, for the fleet's cache), digest checked."""

@@ -161,7 +161,9 @@ def test_defer_copies_converges_the_origins_alone_while_a_copy_is_not_as_declare
     assert [s["action"] for s in once["streams"]] == ["none", "none"] and len(once["consumer_results"]) == 1, once
     assert once["replication"] and not once["fetched"][0]["changed"], once
     # an object the copy does not hold yet: deferred with its store, not a failure; without defer_copies, a failure
-    later = dict(leaf, fetches=leaf["fetches"] + [{"bucket": "files", "name": "later", "dest": str(tmp_path / "l")}])
+    # (two of them from one store: the store named once)
+    later = dict(leaf, fetches=leaf["fetches"] + [{"bucket": "files", "name": "later", "dest": str(tmp_path / "l")},
+                                                  {"bucket": "files", "name": "later-2", "dest": str(tmp_path / "l2")}])
     deferred = run_module("jetstream_domain", dict(later, defer_copies=True))
     assert not deferred.get("failed") and deferred["deferred"] == ["OBJ_files"], deferred
     assert [f["name"] for f in deferred["fetched"]] == ["motd.txt"], deferred["fetched"]
