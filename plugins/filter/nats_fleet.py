@@ -38,11 +38,6 @@ def nats_fleet_check_hosts(hostvars, hosts):
 
 
 @_filter
-def nats_fleet_argument_spec(entry_points):
-    return _fleet.argument_spec(entry_points)
-
-
-@_filter
 def nats_fleet_users(accounts):
     return _fleet.users(accounts)
 
@@ -119,7 +114,7 @@ def nats_fleet_stale_files(files, states, mode="0600"):
 class FilterModule(object):
     def filters(self):
         return {f.__name__: f for f in (
-            nats_fleet_check, nats_fleet_check_hosts, nats_fleet_argument_spec, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users,
+            nats_fleet_check, nats_fleet_check_hosts, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users,
             nats_fleet_leaf_remotes,
             nats_fleet_domains, nats_fleet_push_targets, nats_fleet_push_order, nats_fleet_stream_batches, nats_fleet_pass,
             nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches,

@@ -196,30 +196,6 @@ def check_hosts(hostvars, hosts):
     return out
 
 
-SPEC_DOCS = ("description", "short_description", "version_added", "author", "notes", "seealso")
-
-
-def argument_spec(entry_points):
-    """The options of role entry points (each as its meta/argument_specs.yml holds it) as one argument spec for
-    ansible.builtin.validate_argument_spec, without their documentation; an option two entry points spec
-    differently is an error."""
-    merged, where = {}, {}
-    for index, entry in enumerate(entry_points or []):
-        for name, spec in ((entry or {}).get("options") or {}).items():
-            spec = _spec_without_docs(spec)
-            if name in merged and merged[name] != spec:
-                raise FleetError("argument spec: option %s differs between entry points %d and %d" % (name, where[name], index))
-            merged[name], where[name] = spec, index
-    return merged
-
-
-def _spec_without_docs(spec):
-    out = dict((key, value) for key, value in spec.items() if key not in SPEC_DOCS)
-    if isinstance(out.get("options"), dict):
-        out["options"] = dict((name, _spec_without_docs(sub)) for name, sub in out["options"].items())
-    return out
-
-
 def _some(names, shown=5):
     """Distinct names in order, the first ``shown`` of them and how many more."""
     names = list(dict.fromkeys(names))

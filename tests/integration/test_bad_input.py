@@ -602,27 +602,17 @@ def preflight_failures(tmp_path, role, inventory):
         "- hosts: all\n  gather_facts: false\n  tasks:\n"
         "    - name: The role's checks\n      ansible.builtin.include_role:\n"
         "        name: nats_edge.fleet.%s\n        tasks_from: preflight\n" % role)
-    return playbook_failures(str(tmp_path / "play.yml"), str(tmp_path / "inventory.json"))
-
-
-def ansible_playbook(playbook, inventory, *options, callback="json"):
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK=callback,
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="10")
-    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory]
-                          + list(options) + [playbook], capture_output=True, text=True, env=env, timeout=300,
-                          check=False)
-
-
-def playbook_failures(playbook, inventory):
-    """{host: message of its first failed task} of a run of ``playbook`` on ``inventory``."""
-    stdout = ansible_playbook(playbook, inventory).stdout
-    report = json.loads(stdout[stdout.index("{"):])
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
+                           str(tmp_path / "inventory.json"), str(tmp_path / "play.yml")],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    report = json.loads(proc.stdout[proc.stdout.index("{"):])
     failures = {}
-    for play in report["plays"]:
-        for task in play["tasks"]:
-            for host, result in task["hosts"].items():
-                if result.get("failed") and host not in failures:
-                    failures[host] = result.get("msg", "")
+    for task in report["plays"][0]["tasks"]:
+        for host, result in task["hosts"].items():
+            if result.get("failed") and host not in failures:
+                failures[host] = result.get("msg", "")
     return failures
 
 
@@ -673,51 +663,3 @@ def test_fleet_preflight_refuses_bad_inventory_before_anything_changes(tmp_path)
              if "%s: %s" % (row_id, fragment.format(inventory=tmp_path)) not in message]
     assert not wrong, "\n".join(wrong)
     assert "valid: " not in message, message
-
-
-# -- every stage's inputs, and the nats_server role's, checked once before anything changes ---------------------
-PLAYBOOKS = os.path.join(COLLECTIONS, "ansible_collections", "nats_edge", "fleet", "playbooks")
-SPEC_ROWS = [
-    ("spec-server-port", dict(nats_server_port="abc"), "argument 'nats_server_port' is of type"),
-    ("spec-server-method", dict(nats_server_install_method="snap"), "nats_server_install_method must be one of"),
-    ("spec-fleet-wait", dict(nats_fleet_wait_seconds="soon"), "argument 'nats_fleet_wait_seconds' is of type"),
-    ("spec-fleet-push-via", dict(nats_fleet_push_via="carrier pigeon"), "nats_fleet_push_via must be one of"),
-]
-
-
-def test_fleet_preflight_checks_every_stage_and_the_server_role_against_their_argument_specs(tmp_path):
-    """The preflight playbook (site.yml's first play) refuses a wrong type or choice of any stage's option and
-    of the nats_server role's, on the host that has it, in one task before anything changes."""
-    hosts = dict((row_id, dict(ansible_connection="local", ansible_python_interpreter=sys.executable, **variables))
-                 for row_id, variables, _fragment in SPEC_ROWS + [("valid", {}, "")])
-    (tmp_path / "inventory.json").write_text(json.dumps({"nats_servers": {"hosts": hosts}}))
-    failures = playbook_failures(os.path.join(PLAYBOOKS, "preflight.yml"), str(tmp_path / "inventory.json"))
-    wrong = ["%s: expected a failure with %r, got %r" % (row_id, fragment, failures.get(row_id))
-             for row_id, _variables, fragment in SPEC_ROWS if fragment not in (failures.get(row_id) or "")]
-    assert not wrong, "\n".join(wrong)
-    assert "valid" not in failures, failures["valid"]
-
-
-def test_site_checks_the_inputs_once_and_a_stage_alone_checks_its_own(tmp_path):
-    """site.yml's stages skip their argument checks (its preflight made them: one round of the play, not five);
-    the same stage run as a playbook of its own still makes its own."""
-    inventory = tmp_path / "inventory.json"
-    inventory.write_text(json.dumps({"nats_servers": {"hosts": {"h": {"ansible_connection": "local"}}}}))
-
-    def checks(playbook):
-        proc = ansible_playbook(os.path.join(PLAYBOOKS, playbook), str(inventory), "--list-tasks", callback="default")
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return [line.split("arg spec ")[1].split()[0] for line in proc.stdout.splitlines() if "arg spec '" in line], \
-            proc.stdout
-
-    site, listing = checks("site.yml")
-    assert "Check the inputs of every stage and of the nats_server role" in listing, listing
-    assert not {"'preflight'", "'servers'", "'push'", "'streams'"} & set(site), site
-    for stage in ("servers", "push", "streams"):
-        assert checks(stage + ".yml")[0][:1] == ["'%s'" % stage], stage
-    # the nats_server role, included at run time: alone, the servers stage refuses its bad input in the role's check
-    inventory.write_text(json.dumps({"nats_servers": {"hosts": {"h": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "nats_fleet_operator_mode": False,
-        "nats_server_port": "abc"}}}}))
-    failures = playbook_failures(os.path.join(PLAYBOOKS, "servers.yml"), str(inventory))
-    assert "argument 'nats_server_port' is of type" in failures.get("h", ""), failures

@@ -319,18 +319,3 @@ def test_cached_copies_take_the_checksum_the_domain_run_reported_then_the_cache_
     assert [c["checksum"] for c in _fleet.cached_copies(copies, states, fetched)] == ["new-a", "b1", "not in the cache"]
     assert [c["checksum"] for c in _fleet.cached_copies(copies, states, None)] == ["old-a", "b1", "not in the cache"]
     assert _fleet.cached_copies(copies, states, [])[0] == {"src": "/c/a", "dest": "/opt/a", "checksum": "old-a"}
-
-
-def test_argument_spec_merges_entry_points_without_their_documentation():
-    fleet = {"short_description": "x", "options": {
-        "a": {"type": "int", "default": 1, "description": "A."},
-        "b": {"type": "list", "elements": "dict", "description": ["B."], "version_added": "0.1.0",
-              "options": {"c": {"type": "str", "choices": ["x", "y"], "description": "C."}}}}}
-    server = {"options": {"a": {"type": "int", "default": 1, "description": "A, told otherwise."},
-                          "d": {"type": "bool", "description": "D."}}}
-    assert _fleet.argument_spec([fleet, server]) == {
-        "a": {"type": "int", "default": 1},
-        "b": {"type": "list", "elements": "dict", "options": {"c": {"type": "str", "choices": ["x", "y"]}}},
-        "d": {"type": "bool"}}
-    with pytest.raises(_fleet.FleetError, match="option a differs between entry points 0 and 1"):
-        _fleet.argument_spec([fleet, {"options": {"a": {"type": "str"}}}])
