@@ -18,7 +18,21 @@ _filter = filter_decorator(sc.ConfigError, "nats_server")
 
 @_filter
 def nats_server_config(settings):
-    return sc.build_config(dict(settings))
+    conf = sc.build_config(dict(settings))
+    host = settings.get("inventory_hostname") or settings.get("name")
+    plaintext = sorted(sc.plaintext_listeners(settings))
+    warnings = []
+    if plaintext:
+        warnings.append("the %s listener(s) run in plaintext (%s): anyone on the network reads and alters what "
+                        "they carry" % (", ".join(plaintext), sc.PLAINTEXT_VAR))
+    if settings.get("allow_anonymous") and "operator" not in conf and "authorization" not in conf:
+        warnings.append("clients may connect without authenticating (nats_server_allow_anonymous)")
+    if warnings:
+        from ansible.utils.display import Display
+
+        for warning in warnings:
+            Display().warning("nats_server on %s: %s" % (host, warning))
+    return conf
 
 
 @_filter
@@ -120,6 +134,20 @@ def nats_server_stale_paths(files, wanted):
     return [item["path"] for item in wanted or [] if not _current(files.get(item["path"]) or {}, item)]
 
 
+def nats_server_masked_diff(after, before, secrets, name="config"):
+    """A unified diff of ``before`` and ``after`` with every secret in ``secrets`` masked, as lines."""
+    import difflib
+
+    def masked(text):
+        text = str(text or "")
+        for secret in secrets or []:
+            if secret:
+                text = text.replace(str(secret), "********")
+        return text.splitlines()
+
+    return list(difflib.unified_diff(masked(before), masked(after), "before: " + name, "after: " + name, lineterm=""))
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -139,4 +167,5 @@ class FilterModule(object):
             "nats_duration_seconds": nats_duration_seconds,
             "nats_size": nats_size,
             "nats_server_stale_paths": nats_server_stale_paths,
+            "nats_server_masked_diff": nats_server_masked_diff,
         }

@@ -13,11 +13,15 @@ through these functions; nothing here changes the host.
 
 from __future__ import annotations
 
+import base64
 import grp
 import hashlib
 import json
 import os
 import pwd
+import re
+import socket
+import ssl
 import stat
 
 UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "NeedDaemonReload")
@@ -219,3 +223,58 @@ class HostReader(object):
         rc, out, err = self.run([interpreter, "-c", _DISTRIBUTIONS] + list(names))
         return {"exists": True, "error": "" if rc == 0 else (err.strip() or "exit status %d" % rc),
                 "distributions": parse_distributions(names, rc, out)}
+
+
+# --------------------------------------------------------------------------
+# the certificate a server serves
+
+
+_PEM_CERT = re.compile(r"-----BEGIN CERTIFICATE-----(.+?)-----END CERTIFICATE-----", re.S)
+
+
+def pem_sha256(path):
+    """(SHA-256 of the first certificate in a PEM file, hex, '') or (None, why not)."""
+    try:
+        with open(path) as handle:
+            match = _PEM_CERT.search(handle.read())
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, "%s: %s" % (path, getattr(exc, "strerror", None) or exc)
+    if not match:
+        return None, "%s holds no PEM certificate" % path
+    try:
+        der = base64.b64decode("".join(match.group(1).split()), validate=True)
+    except ValueError as exc:
+        return None, "%s: %s" % (path, exc)
+    return hashlib.sha256(der).hexdigest(), ""
+
+
+def served_certificate(host, port, timeout, handshake_first=False):
+    """(DER of the certificate a NATS listener serves, '') or (None, why not).
+
+    A NATS listener (client, leafnode, route) sends its INFO line in plaintext, then the client starts TLS
+    (with ``handshake_first`` the TLS handshake comes first). Only the certificate is read, so it is not
+    verified here: the caller compares it with the file it expects."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+            if not handshake_first:
+                line = sock.makefile("rb").readline(65536)
+                if not line.startswith(b"INFO "):
+                    return None, "%s:%s did not answer with INFO" % (host, port)
+            with context.wrap_socket(sock, server_hostname=None) as tls:
+                der = tls.getpeercert(binary_form=True)
+    except (OSError, ssl.SSLError) as exc:
+        return None, "%s:%s: %s" % (host, port, exc)
+    if not der:
+        return None, "%s:%s served no certificate" % (host, port)
+    return der, ""
+
+
+def tls_state(host, port, cert_file, timeout, handshake_first=False):
+    """What a listener serves and what the certificate file holds, each as a SHA-256 (hex)."""
+    der, served_error = served_certificate(host, port, timeout, handshake_first)
+    wanted, file_error = pem_sha256(cert_file) if cert_file else (None, "")
+    return {"served": hashlib.sha256(der).hexdigest() if der else None, "file": wanted,
+            "error": "; ".join(e for e in (served_error, file_error) if e)}

@@ -52,6 +52,23 @@ options:
       - Base URL of the server's monitoring port, such as V(http://127.0.0.1:8222); its C(/varz) is read.
       - Left out, RV(varz) is not read.
     type: str
+  tls_probe:
+    description:
+      - A TLS listener of the server to read the certificate it serves from, in a TLS handshake, and the
+        certificate file it should serve; both are reported in RV(tls) as SHA-256 fingerprints.
+    type: dict
+    suboptions:
+      host:
+        description: Address the listener is reached at on the host.
+        type: str
+        default: 127.0.0.1
+      port:
+        description: The listener's port (a client or leafnode port; NATS sends C(INFO) before TLS starts).
+        type: int
+        required: true
+      cert_file:
+        description: The certificate file the listener should serve (its first certificate is compared).
+        type: path
   timeout:
     description: Seconds to wait for the monitoring port and for each command.
     type: float
@@ -152,6 +169,14 @@ varz_error:
   description: Why C(/varz) could not be read, empty when it was.
   returned: when O(monitor_url) is given
   type: str
+tls:
+  description:
+    - The SHA-256 of the certificate the listener of O(tls_probe) serves (C(served)) and of the first certificate
+      in its C(cert_file) (C(file)), V(null) where it could not be read, and why not (C(error)).
+    - The role reloads a server whose two differ, such as after a certificate renewed in place.
+  returned: when O(tls_probe) is given
+  type: dict
+  sample: {"served": "5f1c...", "file": "5f1c...", "error": ""}
 ansible_facts:
   description: The host's facts of O(gather_subset), named as C(ansible.builtin.setup) names them.
   returned: when O(gather_subset) is given
@@ -162,7 +187,7 @@ ansible_facts:
 import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import (
-    HostReader, describe_path, gather_facts, read_group, read_user)
+    HostReader, describe_path, gather_facts, read_group, read_user, tls_state)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 
 ARGUMENT_SPEC = dict(
@@ -173,6 +198,11 @@ ARGUMENT_SPEC = dict(
     service=dict(type="str"),
     paths=dict(type="list", elements="path", default=[]),
     monitor_url=dict(type="str"),
+    tls_probe=dict(type="dict", options=dict(
+        host=dict(type="str", default="127.0.0.1"),
+        port=dict(type="int", required=True),
+        cert_file=dict(type="path"),
+    )),
     timeout=dict(type="float", default=5),
     gather_subset=dict(type="list", elements="str"),
 )
@@ -215,6 +245,9 @@ def main():
         result["service"] = host.service(params["service"] + ".service")
     if params["monitor_url"]:
         result["varz"], result["varz_error"] = host.varz(params["monitor_url"])
+    if params["tls_probe"]:
+        probe = params["tls_probe"]
+        result["tls"] = tls_state(probe["host"], probe["port"], probe["cert_file"], params["timeout"])
     if params["gather_subset"] is not None:
         result["ansible_facts"] = gather_facts(module, params["gather_subset"])
     module.exit_json(**result)

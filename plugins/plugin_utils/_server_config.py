@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from urllib.parse import quote
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _units, _versions
 
@@ -56,7 +57,16 @@ MIN_VERSIONS = {
     ("leafnodes", "compression"): (2, 10, 0),
     ("leafnodes", "remotes", "*", "compression"): (2, 10, 0),
     ("leafnodes", "remotes", "*", "first_info_timeout"): (2, 10, 0),
+    ("leafnodes", "tls", "handshake_first"): (2, 10, 0),
+    ("leafnodes", "remotes", "*", "tls", "handshake_first"): (2, 10, 0),
 }
+
+# The listeners TLS protects (a leaf node's remotes count as "leafnodes"), and the one
+# variable that runs some of them in plaintext.
+TLS_LISTENERS = ("client", "cluster", "leafnodes", "websocket", "mqtt")
+PLAINTEXT_VAR = "nats_server_insecure_plaintext"
+# the user route connections authenticate as (the password is the cluster's secret)
+ROUTE_USER = "route"
 
 # What a SIGHUP can change (server/reload.go). Everything else in the
 # config needs a restart. A key is reloadable when listed here; a block is
@@ -290,6 +300,9 @@ def build_config(s):
     without the ``nats_server_`` prefix, plus resolved peers and profile)."""
     conf = {"server_name": _required(s, "name")}
     conf["listen"] = "%s:%d" % (s.get("listen_host") or "0.0.0.0", _port(s, "port"))
+    plaintext = plaintext_listeners(s)
+    if "client" not in plaintext:
+        conf["tls"] = _tls(s, "client", verify=bool(s.get("tls_verify_clients")))
     if s.get("http_port"):
         conf["http"] = "%s:%d" % (s.get("http_host") or "127.0.0.1", _port(s, "http_port"))
     if s.get("server_tags"):
@@ -321,6 +334,12 @@ def build_config(s):
                                "nats-route", "nats_server_cluster_port", _port(s, "cluster_port"),
                                s.get("inventory_hostname"))
         routes += [r for r in s.get("cluster_routes") or [] if r not in routes]
+        if "cluster" not in plaintext:
+            cluster["tls"] = _tls(s, "cluster", verify=True, ca_required=True)
+        user, password = _route_credentials(s)
+        if password:
+            cluster["authorization"] = {"user": user, "password": password}
+            routes = [_with_credentials(route, user, password) for route in routes]
         if routes:
             cluster["routes"] = routes
         conf["cluster"] = cluster
@@ -331,6 +350,11 @@ def build_config(s):
         if s.get("leafnodes_advertise"):
             leafnodes["advertise"] = _advertise(s["leafnodes_advertise"], _port(s, "leafnodes_port"),
                                                 "nats_server_leafnodes_advertise")
+        if "leafnodes" not in plaintext:
+            leafnodes["tls"] = _tls(s, "leafnodes", verify=bool(s.get("leafnodes_tls_verify")),
+                                    ca_required=bool(s.get("leafnodes_tls_verify")))
+            if s.get("tls_handshake_first"):
+                leafnodes["tls"]["handshake_first"] = True
     remotes = [_remote(s, remote, i) for i, remote in enumerate(s.get("leafnode_remotes") or [])]
     if remotes:
         leafnodes["remotes"] = remotes
@@ -353,11 +377,119 @@ def build_config(s):
         conf["no_auth_user"] = s["no_auth_user"]
     if s.get("authorization"):
         conf["authorization"] = copy.deepcopy(s["authorization"])
+    if not (conf.get("operator") or _has_users(conf.get("accounts")) or conf.get("authorization")
+            or s.get("allow_anonymous")):
+        raise ConfigError("nats_server_operator_jwt_src: clients would connect without authenticating; run in "
+                          "operator mode (site.yml does), give users in nats_server_accounts or "
+                          "nats_server_authorization, or set nats_server_allow_anonymous: true")
     for block in ("mqtt", "websocket"):
         if s.get(block):
-            conf[block] = copy.deepcopy(s[block])
+            conf[block] = _web_listener(s, block, plaintext)
 
     return deep_merge(conf, s.get("extra_config") or {})
+
+
+def _has_users(accounts):
+    """Whether any static account has a user or an nkey to authenticate as."""
+    return any(isinstance(account, dict) and (account.get("users") or account.get("nkeys"))
+               for account in (accounts or {}).values())
+
+
+def plaintext_listeners(s):
+    """The listeners the user runs without TLS (``nats_server_insecure_plaintext``: names from
+    TLS_LISTENERS, or ``all``)."""
+    value = s.get("insecure_plaintext") or []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError("%s: expected a list of listeners (%s, or all), got %r"
+                          % (PLAINTEXT_VAR, ", ".join(TLS_LISTENERS), value))
+    names = set(str(v) for v in value)
+    unknown = sorted(names - set(TLS_LISTENERS) - {"all"})
+    if unknown:
+        raise ConfigError("%s: unknown listener(s) %s (known: %s, all)"
+                          % (PLAINTEXT_VAR, ", ".join(unknown), ", ".join(TLS_LISTENERS)))
+    return set(TLS_LISTENERS) if "all" in names else names
+
+
+def _tls(s, listener, verify=False, ca_required=False):
+    """A listener's tls block from the host's certificate, key and CA (nats_server_tls_*_file)."""
+    missing = [name for name in ("cert_file", "key_file") if not s.get("tls_" + name)]
+    if ca_required and not s.get("tls_ca_file"):
+        missing.append("ca_file")
+    if missing:
+        names = {"cert_file": "certificate", "key_file": "key", "ca_file": "CA"}
+        raise ConfigError(
+            "nats_server_tls_%s: the %s listener runs TLS%s, and no %s is given: set the certificate, key and CA "
+            "(nats_server_tls_cert_src, _key_src and _ca_src from the controller, or nats_server_tls_cert_file, "
+            "_key_file and _ca_file already on the host; site.yml issues them from the fleet CA), or list %r in "
+            "%s to run it in plaintext"
+            % (missing[0], listener, " verifying its peers against the CA" if ca_required else "",
+               " or ".join(names[m] for m in missing), listener, PLAINTEXT_VAR))
+    block = {"cert_file": s["tls_cert_file"], "key_file": s["tls_key_file"]}
+    if s.get("tls_ca_file"):
+        block["ca_file"] = s["tls_ca_file"]
+    if verify:
+        block["verify"] = True
+    timeout = _tls_timeout(s)
+    if timeout:
+        block["timeout"] = timeout
+    return block
+
+
+def _tls_timeout(s):
+    """Seconds a TLS handshake may take (nats_server_tls_timeout), or None for the server's default."""
+    value = s.get("tls_timeout")
+    if value in (None, "", 0):
+        return None
+    try:
+        timeout = float(value)
+    except (TypeError, ValueError):
+        timeout = -1
+    if timeout <= 0:
+        raise ConfigError("nats_server_tls_timeout: %r is not a positive number of seconds" % (value,))
+    return timeout
+
+
+def _route_credentials(s):
+    """The cluster's route user and password; every clustered server needs them."""
+    password = s.get("cluster_password")
+    if password in (None, ""):
+        raise ConfigError("nats_server_cluster_password: routes of cluster %s must authenticate; set a password "
+                          "shared by the cluster's servers (the role generates one on the controller by default)"
+                          % s.get("cluster_name"))
+    password = str(password)
+    if len(password) < 16:
+        raise ConfigError("nats_server_cluster_password: the routes of cluster %s need a password of at least 16 "
+                          "characters" % s.get("cluster_name"))
+    user = str(s.get("cluster_user") or ROUTE_USER)
+    return user, password
+
+
+def _with_credentials(url, user, password):
+    """A route URL that authenticates: ``nats-route://user:password@host:port`` (a URL that names its own
+    user is kept)."""
+    match = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)$", str(url))
+    if not match:
+        raise ConfigError("nats_server_cluster_routes: %r is not a URL (nats-route://host:port)" % (url,))
+    if "@" in match.group(2):
+        return url
+    return "%s%s:%s@%s" % (match.group(1), quote(user, safe=""), quote(password, safe=""), match.group(2))
+
+
+def _web_listener(s, block, plaintext):
+    """The websocket or mqtt block, with the host's certificate unless it runs in plaintext."""
+    conf = copy.deepcopy(s[block])
+    if block in plaintext:
+        if block == "websocket" and "tls" not in conf:
+            conf["no_tls"] = True
+        return conf
+    if conf.get("no_tls"):
+        raise ConfigError("nats_server_%s.no_tls: the %s listener runs TLS by default; list %r in %s to run it "
+                          "in plaintext" % (block, block, block, PLAINTEXT_VAR))
+    if "tls" not in conf:
+        conf["tls"] = _tls(s, block)
+    return conf
 
 
 def _jetstream(s):
@@ -413,10 +545,36 @@ def _remote(s, remote, index):
     credentials = remote_credentials(s.get("config_dir", "/etc/nats-server"), remote, index)
     if credentials:
         out["credentials"] = credentials
-    for key in ("tls", "deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"):
+    for key in ("deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"):
         if remote.get(key) not in (None, "", [], {}):
             out[key] = copy.deepcopy(remote[key])
+    tls = _remote_tls(s, remote)
+    if tls:
+        out["tls"] = tls
     return out
+
+
+def _remote_tls(s, remote):
+    """A remote's tls: the hub verified against the host's CA (the system's roots without one), this
+    server's own certificate presented, and the remote's own ``tls`` merged over that."""
+    given = remote.get("tls") or {}
+    if "leafnodes" in plaintext_listeners(s):
+        return copy.deepcopy(given)
+    tls = {}
+    if s.get("tls_ca_file"):
+        tls["ca_file"] = s["tls_ca_file"]
+    if s.get("tls_cert_file") and s.get("tls_key_file"):
+        tls["cert_file"] = s["tls_cert_file"]
+        tls["key_file"] = s["tls_key_file"]
+    if _tls_timeout(s):
+        tls["timeout"] = _tls_timeout(s)
+    if s.get("tls_handshake_first"):
+        tls["handshake_first"] = True
+    if given.get("insecure"):
+        raise ConfigError("leaf remote tls.insecure: the hub's certificate is always verified; list 'leafnodes' "
+                          "in %s to run leaf links in plaintext" % PLAINTEXT_VAR)
+    tls.update(copy.deepcopy(given))
+    return tls
 
 
 _REMOTE_KEYS = {"urls", "url", "hub_group", "scheme", "port", "account", "credentials", "credentials_src",

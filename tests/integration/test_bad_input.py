@@ -592,7 +592,29 @@ ROLE_ROWS = [
      "nats_server_lame_duck_duration: '10s' is below 30s, the shortest lame duck mode nats-server accepts"),
     ("role-max-payload-words", dict(nats_server_max_payload="a lot"), "nats_server_max_payload"),
     ("role-no-name", dict(nats_server_name=""), "nats_server_name must be set"),
+    ("role-tls-no-cert", dict(nats_server_tls_cert_file=""),
+     "nats_server_tls_cert_file: the client listener runs TLS, and no certificate is given"),
+    ("role-tls-route-no-ca", dict(nats_server_tls_ca_file="", nats_server_cluster_routes=["nats-route://peer:6222"],
+                                  nats_server_cluster_name="c", nats_server_cluster_password="p" * 20),
+     "nats_server_tls_ca_file: the cluster listener runs TLS verifying its peers against the CA, and no CA is given"),
+    ("role-route-short-password", dict(nats_server_cluster_routes=["nats-route://peer:6222"],
+                                       nats_server_cluster_name="c", nats_server_cluster_password="short"),
+     "nats_server_cluster_password: the routes of cluster c need a password of at least 16 characters"),
+    ("role-plaintext-unknown", dict(nats_server_insecure_plaintext=["gateway"]),
+     "nats_server_insecure_plaintext: unknown listener(s) gateway"),
+    ("role-tls-timeout-words", dict(nats_server_tls_timeout="soon"), "nats_server_tls_timeout: 'soon' is not a positive"),
+    ("role-websocket-no-tls", dict(nats_server_websocket={"port": 8443, "no_tls": True}),
+     "nats_server_websocket.no_tls: the websocket listener runs TLS by default"),
+    ("role-anonymous", dict(nats_server_allow_anonymous=False),
+     "clients would connect without authenticating"),
+    ("role-remote-insecure", dict(nats_server_leafnode_remotes=[dict(REMOTE, tls={"insecure": True})]),
+     "the hub's certificate is always verified"),
 ]
+# every host of those rows names a certificate, a key and a CA on the host (the role reads none in its checks),
+# and lets clients in without credentials
+TLS_FILES = dict(nats_server_allow_anonymous=True,nats_server_tls_cert_file="/etc/nats-server/tls/server.pem",
+                 nats_server_tls_key_file="/etc/nats-server/tls/server-key.pem",
+                 nats_server_tls_ca_file="/etc/nats-server/tls/ca.pem")
 
 
 def preflight_failures(tmp_path, role, inventory):
@@ -618,7 +640,8 @@ def preflight_failures(tmp_path, role, inventory):
 
 def test_role_preflight_refuses_bad_inventory_before_touching_a_host(tmp_path):
     hosts = dict((row_id, dict(FACTS, ansible_connection="local", ansible_python_interpreter=sys.executable,
-                               **variables)) for row_id, variables, _fragment in ROLE_ROWS + [("valid", {}, "")])
+                               **dict(TLS_FILES, **variables)))
+                 for row_id, variables, _fragment in ROLE_ROWS + [("valid", {}, "")])
     failures = preflight_failures(tmp_path, "nats_server", {"all": {"hosts": hosts}})
     wrong = ["%s: expected a failure with %r, got %r" % (row_id, fragment, failures.get(row_id))
              for row_id, _variables, fragment in ROLE_ROWS if fragment not in (failures.get(row_id) or "")]

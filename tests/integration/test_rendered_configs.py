@@ -2,21 +2,37 @@
 
 import json
 import socket
+import ssl
 import subprocess
 
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
 
 from conftest import free_port
+from pki import CA
+
+
+_TLS = {}
+
+
+def server_tls(tmp_path):
+    """The role's TLS settings with a CA and a certificate for loopback made in ``tmp_path`` (once per test)."""
+    if str(tmp_path) not in _TLS:
+        ca = CA(tmp_path)
+        cert, key = ca.issue("server")
+        _TLS[str(tmp_path)] = {"tls_cert_file": cert, "tls_key_file": key, "tls_ca_file": ca.path, "tls_timeout": 5,
+                               "cluster_password": "r" * 32}
+    return _TLS[str(tmp_path)]
 
 
 def model(tmp_path, version, **over):
-    s = {
+    s = dict(server_tls(tmp_path), **{
         "name": "n1", "inventory_hostname": "n1", "groups": {}, "hostvars": {},
         "config_dir": str(tmp_path), "listen_host": "127.0.0.1", "port": free_port(),
         "http_host": "127.0.0.1", "http_port": free_port(), "cluster_port": free_port(),
         "jetstream_enabled": True, "jetstream_store_dir": str(tmp_path / over.get("name", "n1")),
         "profile": sc.resource_profile(1024, [{"mount": "/", "size_total": 10 * 1024**3}], "/x"),
-    }
+        "allow_anonymous": True,
+    })
     s.update(over)
     conf, dropped = sc.prune_for_version(sc.build_config(s), version)
     return conf, dropped
@@ -42,7 +58,8 @@ def test_everything_the_role_renders_passes_the_servers_own_check(nats_binary, t
         accounts={"$SYS": {"users": [{"user": "sys", "password": "s"}]},
                   "EDGE": {"jetstream": "enabled", "users": [{"user": "e", "password": "p"}]}},
         system_account="$SYS",
-        mqtt={"port": free_port()}, websocket={"port": free_port(), "no_tls": True},
+        mqtt={"port": free_port()}, websocket={"port": free_port()}, tls_handshake_first=True,
+        leafnode_remotes=[{"url": "nats-leaf://127.0.0.1:1"}], tls_verify_clients=True,
         extra_config={"cluster": {"pool_size": 3, "compression": "s2_auto"}, "ping_interval": "20s"},
     )
     result = check(binary, tmp_path, conf)
@@ -112,7 +129,8 @@ def test_operator_mode_with_the_full_resolver(nats_binary, tmp_path, start_serve
     app_jwt = jwt.encode(jwt.account_claims("APP", jwt.public_key(app)), op)
 
     async def push():
-        nc = await nats.connect("nats://" + conf["listen"], user_credentials=str(creds), allow_reconnect=False)
+        nc = await nats.connect("nats://" + conf["listen"], user_credentials=str(creds), allow_reconnect=False,
+                                tls=ssl.create_default_context(cafile=conf["tls"]["ca_file"]))
         try:
             reply = await nc.request("$SYS.REQ.CLAIMS.UPDATE", app_jwt.encode(), timeout=3)
             return json.loads(reply.data)

@@ -10,6 +10,8 @@ HOSTVARS = {
     "edge1": {"ansible_host": "192.0.2.7"},
 }
 GROUPS = {"hub": ["hub1", "hub2", "hub3"], "edge": ["edge1"]}
+ROUTE_PASSWORD = "p" * 24
+ROUTE_AUTH = "route:%s@" % ROUTE_PASSWORD
 
 
 def settings(**over):
@@ -18,6 +20,10 @@ def settings(**over):
         "config_dir": "/etc/nats-server", "listen_host": "0.0.0.0", "port": 4222,
         "http_host": "127.0.0.1", "http_port": 8222, "cluster_port": 6222,
         "jetstream_enabled": True, "jetstream_store_dir": "/var/lib/nats-server",
+        # TLS has tests of its own (TLS below); route authentication is always on
+        "insecure_plaintext": ["all"], "cluster_password": ROUTE_PASSWORD,
+        # authentication has tests of its own (below)
+        "allow_anonymous": True,
     }
     s.update(over)
     return s
@@ -36,7 +42,8 @@ def test_cluster_routes_come_from_the_group_at_each_peers_address_and_port():
     conf = sc.build_config(settings(cluster_group="hub", cluster_name="hub"))
     assert conf["cluster"]["name"] == "hub"
     assert conf["cluster"]["listen"] == "0.0.0.0:6222"
-    assert conf["cluster"]["routes"] == ["nats-route://10.0.0.2:6333", "nats-route://hub3.example.net:6222"]
+    assert conf["cluster"]["routes"] == ["nats-route://%s10.0.0.2:6333" % ROUTE_AUTH,
+                                        "nats-route://%shub3.example.net:6222" % ROUTE_AUTH]
 
 
 class PeersOnly(HostVars):
@@ -62,7 +69,8 @@ class PeersOnly(HostVars):
 def test_the_config_filter_reads_only_the_peers_variables():
     from ansible_collections.nats_edge.fleet.plugins.filter.nats_server import nats_server_config
     conf = nats_server_config(settings(cluster_group="hub", cluster_name="hub", hostvars=PeersOnly(HOSTVARS)))
-    assert conf["cluster"]["routes"] == ["nats-route://10.0.0.2:6333", "nats-route://hub3.example.net:6222"]
+    assert conf["cluster"]["routes"] == ["nats-route://%s10.0.0.2:6333" % ROUTE_AUTH,
+                                        "nats-route://%shub3.example.net:6222" % ROUTE_AUTH]
 
 
 def test_unknown_cluster_group_names_the_field():
@@ -321,3 +329,94 @@ def test_a_changed_leaf_advertise_restarts():
     base = sc.build_config(settings(leafnodes_port=7422, leafnodes_advertise="hub-1"))
     moved = sc.build_config(settings(leafnodes_port=7422, leafnodes_advertise="hub-1.example.net"))
     assert sc.restart_fingerprint(base) != sc.restart_fingerprint(moved)
+
+
+# --------------------------------------------------------------------------
+# TLS and route authentication
+
+TLS = {"insecure_plaintext": [], "tls_cert_file": "/etc/nats-server/tls/server.pem",
+       "tls_key_file": "/etc/nats-server/tls/server-key.pem", "tls_ca_file": "/etc/nats-server/tls/ca.pem"}
+
+
+def test_every_listener_runs_tls_by_default_and_routes_verify_their_peers():
+    conf = sc.build_config(settings(cluster_group="hub", cluster_name="hub", leafnodes_port=7422,
+                                    websocket={"port": 8443}, mqtt={"port": 1883}, tls_timeout=5, **TLS))
+    server = {"cert_file": TLS["tls_cert_file"], "key_file": TLS["tls_key_file"], "ca_file": TLS["tls_ca_file"],
+              "timeout": 5.0}
+    assert conf["tls"] == server
+    assert conf["cluster"]["tls"] == dict(server, verify=True)
+    assert conf["leafnodes"]["tls"] == server
+    assert conf["websocket"]["tls"] == server and conf["mqtt"]["tls"] == server
+    assert conf["cluster"]["authorization"] == {"user": "route", "password": ROUTE_PASSWORD}
+    assert all(route.startswith("nats-route://" + ROUTE_AUTH) for route in conf["cluster"]["routes"])
+
+
+def test_a_listener_without_a_certificate_is_refused_naming_the_variables():
+    with pytest.raises(sc.ConfigError) as error:
+        sc.build_config(settings(insecure_plaintext=[]))
+    assert "the client listener runs TLS" in str(error.value)
+    assert "nats_server_tls_cert_src" in str(error.value) and "nats_server_insecure_plaintext" in str(error.value)
+    with pytest.raises(sc.ConfigError, match="cluster listener runs TLS verifying its peers against the CA, and no CA is given"):
+        sc.build_config(settings(cluster_group="hub", cluster_name="hub", **dict(TLS, tls_ca_file="")))
+
+
+def test_the_opt_out_runs_only_the_listeners_it_names_in_plaintext():
+    conf = sc.build_config(settings(cluster_group="hub", cluster_name="hub", leafnodes_port=7422,
+                                    websocket={"port": 8443}, **dict(TLS, insecure_plaintext=["client", "websocket"])))
+    assert "tls" not in conf and conf["websocket"] == {"port": 8443, "no_tls": True}
+    assert conf["cluster"]["tls"]["verify"] is True and "tls" in conf["leafnodes"]
+    with pytest.raises(sc.ConfigError, match="unknown listener.*gateway"):
+        sc.build_config(settings(insecure_plaintext=["gateway"]))
+    with pytest.raises(sc.ConfigError, match="nats_server_websocket.no_tls"):
+        sc.build_config(settings(websocket={"port": 8443, "no_tls": True}, **TLS))
+
+
+def test_routes_always_authenticate_with_a_long_password():
+    for password in ("", None, "short"):
+        with pytest.raises(sc.ConfigError, match="nats_server_cluster_password"):
+            sc.build_config(settings(cluster_group="hub", cluster_name="hub", cluster_password=password))
+    conf = sc.build_config(settings(cluster_routes=["nats-route://other:6222", "nats-route://u:p@named:6222"],
+                                    cluster_name="c", cluster_user="r@1", cluster_password="a/b" * 8))
+    assert conf["cluster"]["routes"] == ["nats-route://r%401:" + "a%2Fb" * 8 + "@other:6222",
+                                         "nats-route://u:p@named:6222"]
+
+
+def test_leaf_remotes_verify_the_hub_and_present_their_own_certificate():
+    remote = {"url": "nats-leaf://hub:7422", "tls": {"timeout": 9}}
+    conf = sc.build_config(settings(leafnode_remotes=[remote], tls_handshake_first=True, **TLS))
+    assert conf["leafnodes"]["remotes"][0]["tls"] == {
+        "ca_file": TLS["tls_ca_file"], "cert_file": TLS["tls_cert_file"], "key_file": TLS["tls_key_file"],
+        "handshake_first": True, "timeout": 9}
+    with pytest.raises(sc.ConfigError, match="always verified"):
+        sc.build_config(settings(leafnode_remotes=[{"url": "nats-leaf://hub:7422", "tls": {"insecure": True}}],
+                                 **TLS))
+    plain = sc.build_config(settings(leafnode_remotes=[{"url": "nats-leaf://hub:7422"}],
+                                     **dict(TLS, insecure_plaintext=["leafnodes", "client"])))
+    assert "tls" not in plain["leafnodes"]["remotes"][0]
+
+
+def test_handshake_first_is_left_out_for_a_server_that_does_not_know_it():
+    conf = sc.build_config(settings(leafnodes_port=7422, tls_handshake_first=True,
+                                    leafnode_remotes=[{"url": "nats-leaf://hub:7422"}], **TLS))
+    pruned, dropped = sc.prune_for_version(conf, "2.9.10")
+    assert "handshake_first" not in pruned["leafnodes"]["tls"]
+    assert "handshake_first" not in pruned["leafnodes"]["remotes"][0]["tls"]
+    assert len([d for d in dropped if "handshake_first" in d]) == 2
+
+
+def test_certificates_and_route_credentials_change_by_reload_not_restart():
+    before = sc.build_config(settings(cluster_group="hub", cluster_name="hub", leafnodes_port=7422, **TLS))
+    after = sc.build_config(settings(cluster_group="hub", cluster_name="hub", leafnodes_port=7422,
+                                     cluster_password="q" * 24, **dict(TLS, tls_ca_file="/new/ca.pem")))
+    assert sc.restart_fingerprint(before) == sc.restart_fingerprint(after)
+
+
+def test_clients_authenticate_unless_anonymous_access_is_asked_for():
+    with pytest.raises(sc.ConfigError, match="clients would connect without authenticating.*allow_anonymous"):
+        sc.build_config(settings(allow_anonymous=False))
+    for auth in ({"operator_jwt": "/etc/nats-server/operator.jwt"},
+                 {"accounts": {"A": {"users": [{"user": "a", "password": "b"}]}}},
+                 {"authorization": {"token": "t" * 20}}):
+        assert sc.build_config(settings(allow_anonymous=False, **auth))
+    with pytest.raises(sc.ConfigError, match="without authenticating"):
+        sc.build_config(settings(allow_anonymous=False, accounts={"A": {"jetstream": "enabled"}}))

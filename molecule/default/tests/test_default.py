@@ -66,3 +66,27 @@ def test_hub_tags_and_cluster_name(lab):
     varz = monitor(lab["hub2"], "varz")
     assert varz["cluster"]["name"] == "hub"
     assert sorted(varz["tags"]) == ["az:hub2", "region:lab"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_listener_runs_tls_and_routes_verify_their_peers(lab, name):
+    varz = monitor(lab[name], "varz")
+    assert varz["tls_required"] is True
+    if name in HUBS:
+        assert varz["cluster"]["tls_required"] is True and varz["cluster"]["tls_verify"] is True
+        assert varz["leaf"]["tls_required"] is True
+    # what a client sees first: the port takes TLS only
+    info = lab[name].check_output("python3 -c \"import socket;s=socket.create_connection(('127.0.0.1',4222),5);"
+                                  "print(s.makefile('rb').readline().decode())\"")
+    assert '"tls_required":true' in info
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_key_is_the_servers_alone(lab, name):
+    host = lab[name]
+    key = host.file("/etc/nats-server/tls/server-key.pem")
+    assert key.user == "nats" and key.mode == 0o600
+    folder = host.file("/etc/nats-server/tls")
+    assert folder.user == "root" and folder.group == "nats" and folder.mode == 0o750
+    conf = host.file("/etc/nats-server/nats-server.conf").content_string
+    assert "BEGIN" not in conf  # keys and certificates stay in their files
