@@ -269,6 +269,7 @@ demo: lab-ready demo-project
 	python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB) --port-offset $(LAB_PORT_OFFSET)
 	cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet
 	python3 lab/spark-aggregates --lab $(DEMO_LAB) --publish 2000 --creds $(DEMO_DIR)/creds/TELEMETRY/edge.creds \
+	  --ca $(DEMO_DIR)/tls/ca.pem \
 	  --hub $(call demo_url,4222) --edge spoke-1=$(call demo_url,4242) --edge spoke-2=$(call demo_url,4262)
 
 .PHONY: demo-project

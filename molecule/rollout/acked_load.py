@@ -38,11 +38,18 @@ def parse_publisher(spec):
     return {"name": name, "urls": urls.split(","), "replicas": int(replicas)}
 
 
+# the CA the servers are verified with (run --ca)
+CA = None
+
+
 async def connect(urls):
+    import ssl
+
     import nats
 
     return await nats.connect(servers=urls, max_reconnect_attempts=-1, reconnect_time_wait=0.2,
-                              connect_timeout=2, allow_reconnect=True, name="acked-load")
+                              connect_timeout=2, allow_reconnect=True, name="acked-load",
+                              tls=ssl.create_default_context(cafile=CA) if CA else None)
 
 
 async def ensure_stream(js, name, replicas):
@@ -173,12 +180,15 @@ def main():
     p.add_argument("--publisher", action="append", type=parse_publisher, required=True,
                    help="NAME[:REPLICAS]=URL[,URL...]")
     p.add_argument("--rate", type=float, default=20.0, help="messages a second per publisher")
+    p.add_argument("--ca", help="the CA to verify the servers with")
     p = sub.add_parser("check")
     p.add_argument("--dir", required=True)
     p.add_argument("--report", action="append", default=[], help="a rollout's JSON record")
     p.add_argument("--out")
     args = parser.parse_args()
     if args.command == "run":
+        global CA  # pylint: disable=global-statement
+        CA = args.ca
         asyncio.run(run(args))
         return 0
     return check(args)

@@ -21,30 +21,32 @@ def main():
     parser.add_argument("--hub", required=True, help="a hub server's URL")
     parser.add_argument("--edges", required=True, help="SITE=URL of each site's server, comma separated")
     parser.add_argument("--creds", required=True, help="creds of a user of the writers' account")
+    parser.add_argument("--ca", help="the CA to verify the servers with")
     parser.add_argument("--reader-creds", help="creds of the job's user, to hear its summary")
     parser.add_argument("--summary", default="analytics.summary")
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--report", help="wait for the job's summary and write the timing here (JSON)")
     args = parser.parse_args()
+    tls = {"ca": args.ca} if args.ca else None
     edges = dict(edge.split("=", 1) for edge in args.edges.split(","))
     messages = {site: [] for site in edges}
     for subject, payload in reference.sample(args.count, args.start, sites=tuple(sorted(edges))):
         messages[subject.split(".")[1]].append((subject, payload))
 
-    with Connection([args.hub], creds=args.creds, timeout=10) as hub:
+    with Connection([args.hub], creds=args.creds, timeout=10, tls=tls) as hub:
         def hub_count():
             return JetStream(hub).stream_info(HUB_STREAM)["state"]["messages"]
 
         expected = hub_count() + args.count
         listener = None
         if args.report:
-            listener = Connection([args.hub], creds=args.reader_creds, timeout=10).connect()
+            listener = Connection([args.hub], creds=args.reader_creds, timeout=10, tls=tls).connect()
             inbox = listener.subscribe(args.summary)
             listener.flush()
         started = time.time()
         for site, url in sorted(edges.items()):
-            with Connection([url], creds=args.creds, timeout=10) as edge:
+            with Connection([url], creds=args.creds, timeout=10, tls=tls) as edge:
                 edge.publish_acked(messages[site])
         published = time.time()
         deadline = time.monotonic() + 180

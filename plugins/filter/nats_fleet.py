@@ -96,9 +96,9 @@ def nats_fleet_consumers(consumers, default_account, creds_dir, admins):
 
 @_filter
 def nats_fleet_contexts(domain_map, default_account, creds_dir, admins, system_account="SYS", system_user="sys",
-                        extra=None, context_dir=""):
+                        extra=None, context_dir="", ca=""):
     return _fleet.contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra,
-                           context_dir)
+                           context_dir, ca)
 
 
 @_filter

@@ -25,6 +25,8 @@ def nats_server_config(settings):
     if plaintext:
         warnings.append("the %s listener(s) run in plaintext (%s): anyone on the network reads and alters what "
                         "they carry" % (", ".join(plaintext), sc.PLAINTEXT_VAR))
+    if conf.get("allow_non_tls"):
+        warnings.append("the client listener takes plaintext clients too (nats_server_tls_allow_non_tls)")
     if settings.get("allow_anonymous") and "operator" not in conf and "authorization" not in conf:
         warnings.append("clients may connect without authenticating (nats_server_allow_anonymous)")
     if warnings:

@@ -418,16 +418,20 @@ def consumers(items, default_account, creds_dir, admins):
     return out
 
 
-def contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra=None, context_dir=""):
+def contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra=None, context_dir="",
+             ca=""):
     """nats CLI contexts: one per domain (its servers, the default account's admin user), ``sys``,
-    and any declared in ``extra`` ({name, domain, account, user, description}). With ``context_dir``,
-    each also carries the ``path`` and ``content`` of its context file there."""
+    and any declared in ``extra`` ({name, domain, account, user, description}); with ``ca``, each names the CA
+    that verifies the servers (natscli's ``ca``). With ``context_dir``, each also carries the ``path`` and
+    ``content`` of its context file there."""
     out = _contexts(domain_map, default_account, creds_dir, admins, system_account, system_user, extra)
-    if context_dir:
-        for item in out:
+    for item in out:
+        if ca:
+            item["ca"] = ca
+        if context_dir:
             item["path"] = "%s/%s.json" % (context_dir.rstrip("/"), item["name"])
             # as to_nice_json writes it, so files written before read as current
-            item["content"] = json.dumps(dict((k, item[k]) for k in ("description", "url", "creds")),
+            item["content"] = json.dumps(dict((k, item[k]) for k in ("description", "url", "creds", "ca") if k in item),
                                          indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
     return out
 

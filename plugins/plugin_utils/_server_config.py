@@ -303,6 +303,9 @@ def build_config(s):
     plaintext = plaintext_listeners(s)
     if "client" not in plaintext:
         conf["tls"] = _tls(s, "client", verify=bool(s.get("tls_verify_clients")))
+        if s.get("tls_allow_non_tls"):
+            # moving a running fleet's clients to TLS: both on the client port until they all verify
+            conf["allow_non_tls"] = True
     if s.get("http_port"):
         conf["http"] = "%s:%d" % (s.get("http_host") or "127.0.0.1", _port(s, "http_port"))
     if s.get("server_tags"):

@@ -308,6 +308,9 @@ def test_context_files_read_as_to_nice_json_writes_them_and_only_differing_ones_
     assert _fleet.stale_files([item], [dict(current, checksum="0" * 40)], "0600") == [item]
     assert _fleet.stale_files([item], [{"exists": False}], "0600") == [item]
     assert "path" not in _fleet.contexts(domains, "TEST", "/c", {"TEST": "leaf"}, "SYS", "sys")[0]
+    # every context names the CA that verifies the servers (natscli's "ca")
+    verified = _fleet.contexts(domains, "TEST", "/c", {"TEST": "leaf"}, "SYS", "sys", context_dir="/x", ca="/f/tls/ca.pem")
+    assert all(c["ca"] == "/f/tls/ca.pem" and '"ca": "/f/tls/ca.pem"' in c["content"] for c in verified)
 
 
 def test_cached_copies_take_the_checksum_the_domain_run_reported_then_the_cache_files():

@@ -420,3 +420,11 @@ def test_clients_authenticate_unless_anonymous_access_is_asked_for():
         assert sc.build_config(settings(allow_anonymous=False, **auth))
     with pytest.raises(sc.ConfigError, match="without authenticating"):
         sc.build_config(settings(allow_anonymous=False, accounts={"A": {"jetstream": "enabled"}}))
+
+
+def test_the_client_port_takes_plaintext_too_only_when_asked_and_that_restarts():
+    plain = sc.build_config(settings(**TLS))
+    both = sc.build_config(settings(tls_allow_non_tls=True, **TLS))
+    assert "allow_non_tls" not in plain and both["allow_non_tls"] is True
+    assert sc.restart_fingerprint(plain) != sc.restart_fingerprint(both)
+    assert "allow_non_tls" not in sc.build_config(settings(tls_allow_non_tls=True, **dict(TLS, insecure_plaintext=["client"])))
