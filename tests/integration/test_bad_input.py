@@ -612,7 +612,7 @@ ROLE_ROWS = [
 ]
 # every host of those rows names a certificate, a key and a CA on the host (the role reads none in its checks),
 # and lets clients in without credentials
-TLS_FILES = dict(nats_server_allow_anonymous=True,nats_server_tls_cert_file="/etc/nats-server/tls/server.pem",
+TLS_FILES = dict(nats_server_allow_anonymous=True, nats_server_tls_cert_file="/etc/nats-server/tls/server.pem",
                  nats_server_tls_key_file="/etc/nats-server/tls/server-key.pem",
                  nats_server_tls_ca_file="/etc/nats-server/tls/ca.pem")
 

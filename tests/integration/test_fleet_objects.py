@@ -66,7 +66,9 @@ def test_object_stores_from_the_inventory_reach_the_edge_host_also_with_the_hub_
     hosts = {"all": {"vars": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False,
         "nats_fleet_dir": str(fleet_dir), "nats_fleet_default_account": "TEST",
-        "nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_wait_seconds": 30},
+        "nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_wait_seconds": 30,
+        # the fixture's servers take plaintext clients: no CA to verify them with
+        "nats_fleet_ca_file": ""},
         "children": {"nats_servers": {"children": {
             "hub": {"hosts": {"hub-1": {"nats_server_jetstream_domain": "hub", "nats_client_url": hub_and_leaf["hub"]}},
                     "vars": {"nats_object_stores": [{"name": "files", "objects": [

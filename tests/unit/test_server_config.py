@@ -42,8 +42,8 @@ def test_cluster_routes_come_from_the_group_at_each_peers_address_and_port():
     conf = sc.build_config(settings(cluster_group="hub", cluster_name="hub"))
     assert conf["cluster"]["name"] == "hub"
     assert conf["cluster"]["listen"] == "0.0.0.0:6222"
-    assert conf["cluster"]["routes"] == ["nats-route://%s10.0.0.2:6333" % ROUTE_AUTH,
-                                        "nats-route://%shub3.example.net:6222" % ROUTE_AUTH]
+    assert conf["cluster"]["routes"] == [
+        "nats-route://%s10.0.0.2:6333" % ROUTE_AUTH, "nats-route://%shub3.example.net:6222" % ROUTE_AUTH]
 
 
 class PeersOnly(HostVars):
@@ -69,8 +69,8 @@ class PeersOnly(HostVars):
 def test_the_config_filter_reads_only_the_peers_variables():
     from ansible_collections.nats_edge.fleet.plugins.filter.nats_server import nats_server_config
     conf = nats_server_config(settings(cluster_group="hub", cluster_name="hub", hostvars=PeersOnly(HOSTVARS)))
-    assert conf["cluster"]["routes"] == ["nats-route://%s10.0.0.2:6333" % ROUTE_AUTH,
-                                        "nats-route://%shub3.example.net:6222" % ROUTE_AUTH]
+    assert conf["cluster"]["routes"] == [
+        "nats-route://%s10.0.0.2:6333" % ROUTE_AUTH, "nats-route://%shub3.example.net:6222" % ROUTE_AUTH]
 
 
 def test_unknown_cluster_group_names_the_field():
@@ -334,6 +334,13 @@ def test_a_changed_leaf_advertise_restarts():
 # --------------------------------------------------------------------------
 # TLS and route authentication
 
+def tls(**over):
+    """TLS's settings with some changed."""
+    out = dict(TLS)
+    out.update(over)
+    return out
+
+
 TLS = {"insecure_plaintext": [], "tls_cert_file": "/etc/nats-server/tls/server.pem",
        "tls_key_file": "/etc/nats-server/tls/server-key.pem", "tls_ca_file": "/etc/nats-server/tls/ca.pem"}
 
@@ -357,12 +364,12 @@ def test_a_listener_without_a_certificate_is_refused_naming_the_variables():
     assert "the client listener runs TLS" in str(error.value)
     assert "nats_server_tls_cert_src" in str(error.value) and "nats_server_insecure_plaintext" in str(error.value)
     with pytest.raises(sc.ConfigError, match="cluster listener runs TLS verifying its peers against the CA, and no CA is given"):
-        sc.build_config(settings(cluster_group="hub", cluster_name="hub", **dict(TLS, tls_ca_file="")))
+        sc.build_config(settings(cluster_group="hub", cluster_name="hub", **tls(tls_ca_file="")))
 
 
 def test_the_opt_out_runs_only_the_listeners_it_names_in_plaintext():
     conf = sc.build_config(settings(cluster_group="hub", cluster_name="hub", leafnodes_port=7422,
-                                    websocket={"port": 8443}, **dict(TLS, insecure_plaintext=["client", "websocket"])))
+                                    websocket={"port": 8443}, **tls(insecure_plaintext=["client", "websocket"])))
     assert "tls" not in conf and conf["websocket"] == {"port": 8443, "no_tls": True}
     assert conf["cluster"]["tls"]["verify"] is True and "tls" in conf["leafnodes"]
     with pytest.raises(sc.ConfigError, match="unknown listener.*gateway"):
@@ -391,7 +398,7 @@ def test_leaf_remotes_verify_the_hub_and_present_their_own_certificate():
         sc.build_config(settings(leafnode_remotes=[{"url": "nats-leaf://hub:7422", "tls": {"insecure": True}}],
                                  **TLS))
     plain = sc.build_config(settings(leafnode_remotes=[{"url": "nats-leaf://hub:7422"}],
-                                     **dict(TLS, insecure_plaintext=["leafnodes", "client"])))
+                                     **tls(insecure_plaintext=["leafnodes", "client"])))
     assert "tls" not in plain["leafnodes"]["remotes"][0]
 
 
@@ -407,7 +414,7 @@ def test_handshake_first_is_left_out_for_a_server_that_does_not_know_it():
 def test_certificates_and_route_credentials_change_by_reload_not_restart():
     before = sc.build_config(settings(cluster_group="hub", cluster_name="hub", leafnodes_port=7422, **TLS))
     after = sc.build_config(settings(cluster_group="hub", cluster_name="hub", leafnodes_port=7422,
-                                     cluster_password="q" * 24, **dict(TLS, tls_ca_file="/new/ca.pem")))
+                                     cluster_password="q" * 24, **tls(tls_ca_file="/new/ca.pem")))
     assert sc.restart_fingerprint(before) == sc.restart_fingerprint(after)
 
 
@@ -427,4 +434,4 @@ def test_the_client_port_takes_plaintext_too_only_when_asked_and_that_restarts()
     both = sc.build_config(settings(tls_allow_non_tls=True, **TLS))
     assert "allow_non_tls" not in plain and both["allow_non_tls"] is True
     assert sc.restart_fingerprint(plain) != sc.restart_fingerprint(both)
-    assert "allow_non_tls" not in sc.build_config(settings(tls_allow_non_tls=True, **dict(TLS, insecure_plaintext=["client"])))
+    assert "allow_non_tls" not in sc.build_config(settings(tls_allow_non_tls=True, **tls(insecure_plaintext=["client"])))

@@ -29,6 +29,8 @@ MASTER = members("spark_master")[0]
 DRIVER = members("spark_driver")[0]
 WORKERS = members("spark_workers")
 CREDS = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "fleet", "creds")
+# the scenario's CA (molecule/shared/tls.yml), which the servers are verified with
+CA = os.path.join(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", ""), "tls", "ca.pem")
 
 
 def http_json(host, url):
@@ -38,7 +40,7 @@ def http_json(host, url):
 
 def hub_messages(lab):
     address = lab[HUB].interface("eth0").addresses[0]
-    with Connection(["nats://%s:4222" % address], creds=os.path.join(CREDS, "TELEMETRY", "edge.creds"),
+    with Connection(["nats://%s:4222" % address], creds=os.path.join(CREDS, "TELEMETRY", "edge.creds"), tls={"ca": CA},
                     timeout=10) as conn:
         return reference.stream_messages(conn, "telemetry")
 
