@@ -138,7 +138,7 @@ def check(args):
         name = publisher["name"]
         rows = read_acked(os.path.join(args.dir, name + ".acked"))
         acked = [row[0] for row in rows]
-        stored = asyncio.run(stored_ids(publisher))
+        stored = asyncio.run(asyncio.wait_for(stored_ids(publisher), 180))  # a server that refuses: fail, not hang
         counts = {}
         for msgid in stored:
             counts[msgid] = counts.get(msgid, 0) + 1
@@ -183,12 +183,13 @@ def main():
     p.add_argument("--ca", help="the CA to verify the servers with")
     p = sub.add_parser("check")
     p.add_argument("--dir", required=True)
+    p.add_argument("--ca", help="the CA to verify the servers with")
     p.add_argument("--report", action="append", default=[], help="a rollout's JSON record")
     p.add_argument("--out")
     args = parser.parse_args()
+    global CA  # pylint: disable=global-statement
+    CA = args.ca
     if args.command == "run":
-        global CA  # pylint: disable=global-statement
-        CA = args.ca
         asyncio.run(run(args))
         return 0
     return check(args)
