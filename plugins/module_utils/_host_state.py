@@ -248,21 +248,19 @@ def pem_sha256(path):
     return hashlib.sha256(der).hexdigest(), ""
 
 
-def served_certificate(host, port, timeout, handshake_first=False):
+def served_certificate(host, port, timeout):
     """(DER of the certificate a NATS listener serves, '') or (None, why not).
 
-    A NATS listener (client, leafnode, route) sends its INFO line in plaintext, then the client starts TLS
-    (with ``handshake_first`` the TLS handshake comes first). Only the certificate is read, so it is not
-    verified here: the caller compares it with the file it expects."""
+    A NATS client or leafnode listener sends its INFO line in plaintext, then the client starts TLS. Only the
+    certificate is read, so it is not verified here: the caller compares it with the file it expects."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     try:
         with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-            if not handshake_first:
-                line = sock.makefile("rb").readline(65536)
-                if not line.startswith(b"INFO "):
-                    return None, "%s:%s did not answer with INFO" % (host, port)
+            line = sock.makefile("rb").readline(65536)
+            if not line.startswith(b"INFO "):
+                return None, "%s:%s did not answer with INFO" % (host, port)
             with context.wrap_socket(sock, server_hostname=None) as tls:
                 der = tls.getpeercert(binary_form=True)
     except (OSError, ssl.SSLError) as exc:
@@ -272,9 +270,9 @@ def served_certificate(host, port, timeout, handshake_first=False):
     return der, ""
 
 
-def tls_state(host, port, cert_file, timeout, handshake_first=False):
+def tls_state(host, port, cert_file, timeout):
     """What a listener serves and what the certificate file holds, each as a SHA-256 (hex)."""
-    der, served_error = served_certificate(host, port, timeout, handshake_first)
+    der, served_error = served_certificate(host, port, timeout)
     wanted, file_error = pem_sha256(cert_file) if cert_file else (None, "")
     return {"served": hashlib.sha256(der).hexdigest() if der else None, "file": wanted,
             "error": "; ".join(e for e in (served_error, file_error) if e)}

@@ -340,9 +340,8 @@ def build_config(s):
         if "cluster" not in plaintext:
             cluster["tls"] = _tls(s, "cluster", verify=True, ca_required=True)
         user, password = _route_credentials(s)
-        if password:
-            cluster["authorization"] = {"user": user, "password": password}
-            routes = [_with_credentials(route, user, password) for route in routes]
+        cluster["authorization"] = {"user": user, "password": password}
+        routes = [_with_credentials(route, user, password) for route in routes]
         if routes:
             cluster["routes"] = routes
         conf["cluster"] = cluster
@@ -358,7 +357,7 @@ def build_config(s):
                                     ca_required=bool(s.get("leafnodes_tls_verify")))
             if s.get("tls_handshake_first"):
                 leafnodes["tls"]["handshake_first"] = True
-    remotes = [_remote(s, remote, i) for i, remote in enumerate(s.get("leafnode_remotes") or [])]
+    remotes = [_remote(s, remote, i, plaintext) for i, remote in enumerate(s.get("leafnode_remotes") or [])]
     if remotes:
         leafnodes["remotes"] = remotes
     if leafnodes:
@@ -523,7 +522,7 @@ def _resolver(s):
     return resolver
 
 
-def _remote(s, remote, index):
+def _remote(s, remote, index, plaintext):
     where = "nats_server_leafnode_remotes[%d]" % index
     if not isinstance(remote, dict):
         raise ConfigError("%s: expected a mapping, got %r" % (where, remote))
@@ -551,17 +550,17 @@ def _remote(s, remote, index):
     for key in ("deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"):
         if remote.get(key) not in (None, "", [], {}):
             out[key] = copy.deepcopy(remote[key])
-    tls = _remote_tls(s, remote)
+    tls = _remote_tls(s, remote, plaintext)
     if tls:
         out["tls"] = tls
     return out
 
 
-def _remote_tls(s, remote):
+def _remote_tls(s, remote, plaintext):
     """A remote's tls: the hub verified against the host's CA (the system's roots without one), this
     server's own certificate presented, and the remote's own ``tls`` merged over that."""
     given = remote.get("tls") or {}
-    if "leafnodes" in plaintext_listeners(s):
+    if "leafnodes" in plaintext:
         return copy.deepcopy(given)
     tls = {}
     if s.get("tls_ca_file"):
@@ -569,8 +568,9 @@ def _remote_tls(s, remote):
     if s.get("tls_cert_file") and s.get("tls_key_file"):
         tls["cert_file"] = s["tls_cert_file"]
         tls["key_file"] = s["tls_key_file"]
-    if _tls_timeout(s):
-        tls["timeout"] = _tls_timeout(s)
+    timeout = _tls_timeout(s)
+    if timeout:
+        tls["timeout"] = timeout
     if s.get("tls_handshake_first"):
         tls["handshake_first"] = True
     if given.get("insecure"):
