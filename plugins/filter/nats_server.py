@@ -9,6 +9,7 @@ turns its ``ConfigError`` into an ``AnsibleFilterError`` naming the field.
 
 from __future__ import annotations
 
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _certificates
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import filter_decorator
 
@@ -150,6 +151,11 @@ def nats_server_masked_diff(after, before, secrets, name="config"):
     return list(difflib.unified_diff(masked(before), masked(after), "before: " + name, "after: " + name, lineterm=""))
 
 
+@filter_decorator(_certificates.CertificateError, "nats_server")
+def nats_server_tls_problems(check, host, files, names, renew_before, now=None):
+    return _certificates.problems(check, host, files, names, renew_before, now=now)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -170,4 +176,5 @@ class FilterModule(object):
             "nats_size": nats_size,
             "nats_server_stale_paths": nats_server_stale_paths,
             "nats_server_masked_diff": nats_server_masked_diff,
+            "nats_server_tls_problems": nats_server_tls_problems,
         }

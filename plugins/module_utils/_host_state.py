@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import grp
 import hashlib
+import ipaddress
 import json
 import os
 import pwd
@@ -23,6 +24,7 @@ import re
 import socket
 import ssl
 import stat
+import time
 
 UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "NeedDaemonReload")
 
@@ -206,12 +208,13 @@ class HostReader(object):
         return parse_unit_properties(out) if rc == 0 else {}
 
     @staticmethod
-    def json_url(url, timeout):
-        """(the JSON a GET of ``url`` answers, '') or (None, why not): a status page read, never an error."""
+    def json_url(url, timeout, ca_path=None):
+        """(the JSON a GET of ``url`` answers, '') or (None, why not): a status page read, never an error. An
+        https URL is verified, against ``ca_path`` when given."""
         from ansible.module_utils.urls import open_url
 
         try:
-            with open_url(url, timeout=timeout, validate_certs=False) as response:
+            with open_url(url, timeout=timeout, validate_certs=True, ca_path=ca_path) as response:
                 return json.loads(response.read().decode("utf-8")), ""
         except Exception as exc:  # any failure means the service does not answer
             return None, str(exc)
@@ -276,3 +279,144 @@ def tls_state(host, port, cert_file, timeout):
     wanted, file_error = pem_sha256(cert_file) if cert_file else (None, "")
     return {"served": hashlib.sha256(der).hexdigest() if der else None, "file": wanted,
             "error": "; ".join(e for e in (served_error, file_error) if e)}
+
+
+# --------------------------------------------------------------------------
+# a certificate, its key and its CA, checked as a peer checks them
+
+
+class _Refused(Exception):
+    """A handshake one side refused: ``side`` is 'server' or 'client'."""
+
+    def __init__(self, side, error):
+        super(_Refused, self).__init__(str(error))
+        self.side = side
+        self.error = error
+
+
+def _handshake(server_context, client_context):
+    """A TLS handshake between two contexts in memory; the client's view of the server's certificate (verified)."""
+    buffers = dict((name, ssl.MemoryBIO()) for name in ("to_server", "to_client", "from_server", "from_client"))
+    ends = {
+        "server": (server_context.wrap_bio(buffers["to_server"], buffers["from_server"], server_side=True),
+                   buffers["from_server"], buffers["to_client"]),
+        "client": (client_context.wrap_bio(buffers["to_client"], buffers["from_client"]),
+                   buffers["from_client"], buffers["to_server"]),
+    }
+    pending = set(ends)
+    for _round in range(20):
+        for side in ("client", "server"):
+            tls, outgoing, peer = ends[side]
+            if side in pending:
+                try:
+                    tls.do_handshake()
+                    pending.discard(side)
+                except ssl.SSLWantReadError:
+                    pass
+                except (ssl.SSLError, ValueError) as exc:
+                    raise _Refused(side, exc)
+            data = outgoing.read()
+            if data:
+                peer.write(data)
+        if not pending:
+            # TLS 1.3: the server checks the client's certificate as it reads the client's last flight
+            return ends["client"][0].getpeercert()
+    raise _Refused("client", ssl.SSLError("the handshake did not finish"))
+
+
+def _reason(exc):
+    """An ssl error as one short line: what verification said, else OpenSSL's reason."""
+    return getattr(exc, "verify_message", None) or getattr(exc, "reason", None) or getattr(
+        exc, "strerror", None) or str(exc)
+
+
+def check_certificate(cert_file, key_file, ca_file=None, mutual=False):
+    """A certificate checked as nats-server and its peers check it, in a TLS handshake in memory: the key matches
+    the certificate, the chain verifies against the CA (the system's roots without one) and the certificate is
+    valid now; with ``mutual``, the same certificate is also accepted as a client's (routes and leaf remotes
+    present it to their peers).
+
+    The certificate's own dates are not judged here but returned (its chain's are): the caller compares them with
+    its clock and its renewal margin. Returns ``{"problems": [{"file": "cert"|"key"|"ca", "error": ...}],
+    "not_before": epoch seconds, "not_after": epoch seconds (None when unread), "sans": {"dns": [...],
+    "ip": [...]}}``. Reads only; the files are not changed."""
+    out = {"problems": [], "not_before": None, "not_after": None, "sans": {"dns": [], "ip": []}}
+
+    def problem(which, error):
+        out["problems"].append({"file": which, "error": error})
+        return out
+
+    for which, path in (("cert", cert_file), ("key", key_file), ("ca", ca_file)):
+        if path and not os.path.isfile(path):
+            return problem(which, "%s: no such file" % path)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        server.load_cert_chain(cert_file, key_file, password=lambda: b"")
+    except ssl.SSLError as exc:
+        reason = _reason(exc)
+        if "KEY_VALUES_MISMATCH" in str(exc) or reason == "KEY_VALUES_MISMATCH":
+            return problem("key", "%s does not match the certificate's public key" % key_file)
+        if "PEM" in str(exc) and "key" not in str(exc).lower():
+            return problem("cert", "%s: not a PEM certificate (%s)" % (cert_file, reason))
+        return problem("key", "%s: cannot be loaded with the certificate (%s)" % (key_file, reason))
+    except OSError as exc:
+        return problem("cert", "%s: %s" % (cert_file, _reason(exc)))
+    try:
+        peer = _verify(server, cert_file, key_file, ca_file, mutual, check_time=False)
+    except _Refused as exc:
+        return problem(exc.side, exc.args[0])
+    out["not_before"] = ssl.cert_time_to_seconds(peer["notBefore"])
+    out["not_after"] = ssl.cert_time_to_seconds(peer["notAfter"])
+    for kind, value in peer.get("subjectAltName", ()):
+        if kind == "DNS":
+            out["sans"]["dns"].append(value)
+        elif kind == "IP Address":
+            try:  # OpenSSL spells an IPv6 address out in full
+                value = ipaddress.ip_address(value.strip()).compressed
+            except ValueError:
+                value = value.strip()
+            out["sans"]["ip"].append(value)
+    if out["not_before"] <= time.time() < out["not_after"]:
+        # the certificate's own dates are the caller's to report: here the rest of its chain, now
+        try:
+            _verify(server, cert_file, key_file, ca_file, mutual, check_time=True)
+        except _Refused as exc:
+            return problem(exc.side, exc.args[0])
+    return out
+
+
+# OpenSSL's X509_V_FLAG_NO_CHECK_TIME: the chain verified apart from the dates, so an expired certificate still
+# tells its dates
+_NO_CHECK_TIME = 0x200000
+
+
+def _verify(server, cert_file, key_file, ca_file, mutual, check_time):
+    """The handshake of check_certificate: the client's view of the server's certificate, or _Refused(file, why)."""
+    trusted = ca_file or "the system's CAs"
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname = False
+    try:
+        if ca_file:
+            client.load_verify_locations(cafile=ca_file)
+        else:
+            client.load_default_certs()
+    except (ssl.SSLError, OSError) as exc:
+        raise _Refused("ca", "%s: no usable CA certificate (%s)" % (ca_file, _reason(exc)))
+    if not check_time:
+        client.verify_flags = client.verify_flags | _NO_CHECK_TIME
+    if mutual:
+        server.verify_mode = ssl.CERT_REQUIRED
+        if ca_file:
+            server.load_verify_locations(cafile=ca_file)
+        else:
+            server.load_default_certs()
+        if not check_time:
+            server.verify_flags = server.verify_flags | _NO_CHECK_TIME
+        client.load_cert_chain(cert_file, key_file, password=lambda: b"")
+    try:
+        return _handshake(server, client)
+    except _Refused as exc:
+        if exc.side == "client":
+            raise _Refused("cert", "%s does not verify against %s: %s" % (cert_file, trusted, _reason(exc.error)))
+        raise _Refused("cert", "%s is not accepted as a client's certificate by a peer that trusts %s (routes and "
+                       "leaf remotes present it): %s" % (cert_file, trusted, _reason(exc.error)))

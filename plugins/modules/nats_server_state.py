@@ -47,11 +47,21 @@ options:
     type: list
     elements: path
     default: []
+  listings:
+    description:
+      - Directories whose regular files to list in RV(listings) (names and sizes; nothing is read from them).
+    type: list
+    elements: path
+    default: []
   monitor_url:
     description:
       - Base URL of the server's monitoring port, such as V(http://127.0.0.1:8222); its C(/varz) is read.
       - Left out, RV(varz) is not read.
     type: str
+  monitor_ca:
+    description:
+      - The CA file an V(https) O(monitor_url) is verified against; without it, the system's CAs.
+    type: path
   tls_probe:
     description:
       - A TLS listener of the server to read the certificate it serves from, in a TLS handshake, and the
@@ -69,6 +79,39 @@ options:
       cert_file:
         description: The certificate file the listener should serve (its first certificate is compared).
         type: path
+  tls_check:
+    description:
+      - A certificate, its key and its CA to check as the server's peers check them, in a TLS handshake in
+        memory (the Python standard library's C(ssl), nothing else is needed on the host); the result is
+        RV(tls_check). Nothing is served and no file changes.
+      - Each of the three is a file on the host (C(*_file)) or its content (C(*_content), such as a file on the
+        controller that is still to be pushed).
+    type: dict
+    suboptions:
+      cert_file:
+        description: The certificate file on the host (with its chain, leaf first).
+        type: path
+      cert_content:
+        description: The certificate, as PEM text.
+        type: str
+      key_file:
+        description: The private key file on the host.
+        type: path
+      key_content:
+        description: The private key, as PEM text (kept out of logs).
+        type: str
+      ca_file:
+        description: The CA bundle file on the host; without a CA, the system's CAs.
+        type: path
+      ca_content:
+        description: The CA bundle, as PEM text.
+        type: str
+      mutual:
+        description:
+          - Also check that a peer trusting the CA accepts the certificate as a client's, as routes and leaf
+            remotes present it.
+        type: bool
+        default: false
   timeout:
     description: Seconds to wait for the monitoring port and for each command.
     type: float
@@ -154,6 +197,13 @@ files:
   type: dict
   sample: {"/etc/nats-server/nats-server.conf": {"exists": true, "type": "file", "owner": "root", "group": "nats",
            "mode": "0640", "mtime": 1700000000.25, "checksum": "3f786850e387550fdab836ed7e6dc881de23001b"}}
+listings:
+  description:
+    - Each directory of O(listings) with the regular files directly in it, by name, with their sizes in bytes;
+      V(null) for a directory that is not there or cannot be read.
+  returned: always
+  type: dict
+  sample: {"/etc/nats-server/creds": {"LEAF.creds": 1021}}
 mtimes:
   description:
     - The modification time (seconds) of each existing path of O(paths) and of O(binary), by path; the role
@@ -177,6 +227,18 @@ tls:
   returned: when O(tls_probe) is given
   type: dict
   sample: {"served": "5f1c...", "file": "5f1c...", "error": ""}
+tls_check:
+  description:
+    - What O(tls_check) found. C(problems), a list of C(file) (V(cert), V(key) or V(ca)) and C(error) (such as a
+      key that does not match the certificate, a chain that does not verify against the CA, a certificate a
+      peer does not accept as a client's); the certificate's C(not_before) and C(not_after) (seconds since the
+      epoch, V(null) when it could not be read), and its subject alternative names (C(sans), C(dns) and C(ip)).
+    - The certificate's own dates are returned, not judged, so the caller compares them with its clock and its
+      renewal margin.
+  returned: when O(tls_check) is given
+  type: dict
+  sample: {"problems": [], "not_before": 1795727828, "not_after": 1827263828,
+           "sans": {"dns": ["hub-1", "localhost"], "ip": ["10.0.0.11", "127.0.0.1"]}}
 ansible_facts:
   description: The host's facts of O(gather_subset), named as C(ansible.builtin.setup) names them.
   returned: when O(gather_subset) is given
@@ -185,9 +247,11 @@ ansible_facts:
 """
 
 import os
+import shutil
+import tempfile
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import (
-    HostReader, describe_path, gather_facts, read_group, read_user, tls_state)
+    HostReader, check_certificate, describe_path, gather_facts, list_directory, read_group, read_user, tls_state)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 
 ARGUMENT_SPEC = dict(
@@ -197,12 +261,24 @@ ARGUMENT_SPEC = dict(
     group=dict(type="str"),
     service=dict(type="str"),
     paths=dict(type="list", elements="path", default=[]),
+    listings=dict(type="list", elements="path", default=[]),
     monitor_url=dict(type="str"),
+    monitor_ca=dict(type="path"),
     tls_probe=dict(type="dict", options=dict(
         host=dict(type="str", default="127.0.0.1"),
         port=dict(type="int", required=True),
         cert_file=dict(type="path"),
     )),
+    tls_check=dict(type="dict", options=dict(
+        cert_file=dict(type="path"),
+        cert_content=dict(type="str"),
+        key_file=dict(type="path", no_log=False),
+        key_content=dict(type="str", no_log=True),
+        ca_file=dict(type="path"),
+        ca_content=dict(type="str"),
+        mutual=dict(type="bool", default=False),
+    ), mutually_exclusive=[("cert_file", "cert_content"), ("key_file", "key_content"), ("ca_file", "ca_content")],
+        required_one_of=[("cert_file", "cert_content"), ("key_file", "key_content")]),
     timeout=dict(type="float", default=5),
     gather_subset=dict(type="list", elements="str"),
 )
@@ -221,8 +297,30 @@ class HostState(HostReader):
         rc, out, err = self.run([path, "--version"])
         return {"rc": rc, "stdout": out.strip(), "stderr": err.strip(), "mtime": os.stat(path).st_mtime_ns / 1e9}
 
-    def varz(self, base_url):
-        return self.json_url(base_url.rstrip("/") + "/varz", self.timeout)
+    def varz(self, base_url, ca_path=None):
+        return self.json_url(base_url.rstrip("/") + "/varz", self.timeout, ca_path=ca_path)
+
+
+def tls_check(given):
+    """check_certificate on the files named, the contents given written to a directory of the module's own first."""
+    folder = tempfile.mkdtemp(prefix="nats-tls-check-")
+    try:
+        paths = {}
+        for part in ("cert", "key", "ca"):
+            paths[part] = given[part + "_file"]
+            if given[part + "_content"] is not None:
+                paths[part] = os.path.join(folder, part + ".pem")
+                with os.fdopen(os.open(paths[part], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+                    handle.write(given[part + "_content"])
+        found = check_certificate(paths["cert"], paths["key"], paths["ca"], mutual=given["mutual"])
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    # a content is named as what it is, not as the module's temporary file
+    for problem in found["problems"]:
+        for part in ("cert", "key", "ca"):
+            if given[part + "_content"] is not None:
+                problem["error"] = problem["error"].replace(paths[part], "the %s given" % part)
+    return found
 
 
 def main():
@@ -230,6 +328,7 @@ def main():
     params = module.params
     host = HostState(module)
     result = {"changed": False, "files": dict((path, describe_path(path)) for path in params["paths"])}
+    result["listings"] = dict((path, list_directory(path)) for path in params["listings"])
     result["mtimes"] = dict((path, found["mtime"]) for path, found in result["files"].items() if found["exists"])
     if params["binary"]:
         result["binary"] = host.binary(params["binary"])
@@ -244,10 +343,12 @@ def main():
     if params["service"]:
         result["service"] = host.service(params["service"] + ".service")
     if params["monitor_url"]:
-        result["varz"], result["varz_error"] = host.varz(params["monitor_url"])
+        result["varz"], result["varz_error"] = host.varz(params["monitor_url"], params["monitor_ca"])
     if params["tls_probe"]:
         probe = params["tls_probe"]
         result["tls"] = tls_state(probe["host"], probe["port"], probe["cert_file"], params["timeout"])
+    if params["tls_check"]:
+        result["tls_check"] = tls_check(params["tls_check"])
     if params["gather_subset"] is not None:
         result["ansible_facts"] = gather_facts(module, params["gather_subset"])
     module.exit_json(**result)

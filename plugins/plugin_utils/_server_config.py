@@ -59,11 +59,15 @@ MIN_VERSIONS = {
     ("leafnodes", "remotes", "*", "first_info_timeout"): (2, 10, 0),
     ("leafnodes", "tls", "handshake_first"): (2, 10, 0),
     ("leafnodes", "remotes", "*", "tls", "handshake_first"): (2, 10, 0),
+    ("gateway", "connect_backoff"): (2, 12, 0),
+    # also in 2.11.11 and later 2.11 releases, but not in 2.12.0
+    ("gateway", "write_deadline"): (2, 12, 1),
+    ("gateway", "write_timeout"): (2, 12, 1),
 }
 
-# The listeners TLS protects (a leaf node's remotes count as "leafnodes"), and the one
-# variable that runs some of them in plaintext.
-TLS_LISTENERS = ("client", "cluster", "leafnodes", "websocket", "mqtt")
+# The listeners TLS protects (a leaf node's remotes count as "leafnodes", a gateway's connections to other
+# clusters as "gateway"), and the one variable that runs some of them in plaintext.
+TLS_LISTENERS = ("client", "cluster", "leafnodes", "websocket", "mqtt", "gateway")
 PLAINTEXT_VAR = "nats_server_insecure_plaintext"
 # the user route connections authenticate as (the password is the cluster's secret)
 ROUTE_USER = "route"
@@ -88,13 +92,18 @@ _RELOADABLE_IN_BLOCK = {
     "websocket": {"tls"},
     "gateway": {"tls"},
 }
+# A gateway's tls (its own and each remote gateway's) reloads for its certificate, key, CA and verification
+# (the tls.Config), not for these, nor when it comes or goes (the handshake and auth timeouts change with it):
+# server/reload.go compares the rest of the gateway options, and refuses a reload that changes them.
+_RESTART_IN_GATEWAY_TLS = ("timeout", "verify_and_map", "verify_cert_and_check_known_urls")
 
 _LISTENERS = (
     ("client", ("listen",), "nats_server_port"),
     ("monitoring", ("http",), "nats_server_http_port"),
+    ("monitoring", ("https",), "nats_server_http_port"),
     ("cluster", ("cluster", "listen"), "nats_server_cluster_port"),
     ("leafnodes", ("leafnodes", "listen"), "nats_server_leafnodes_port"),
-    ("gateway", ("gateway", "listen"), "nats_server_extra_config.gateway"),
+    ("gateway", ("gateway", "listen"), "nats_server_gateway.port"),
     ("mqtt", ("mqtt", "listen"), "nats_server_mqtt"),
     ("websocket", ("websocket", "listen"), "nats_server_websocket"),
 )
@@ -264,11 +273,21 @@ def peer_urls(members, hostvars, scheme, port_var, default_port, self_name=None)
             or hv.get("ansible_host")
             or name
         )
-        port = hv.get(port_var) or default_port
+        port = _hostvar(hv, port_var) or default_port
         if ":" in str(address) and not str(address).startswith("["):
             address = "[%s]" % address
         urls.append("%s://%s:%s" % (scheme, address, port))
     return urls
+
+
+def _hostvar(hv, name):
+    """A host's variable, or a key inside one (``nats_server_gateway.port``); None when it is not set."""
+    node = hv
+    for key in name.split("."):
+        if not hasattr(node, "get"):
+            return None
+        node = node.get(key)
+    return node
 
 
 # --------------------------------------------------------------------------
@@ -307,7 +326,13 @@ def build_config(s):
             # moving a running fleet's clients to TLS: both on the client port until they all verify
             conf["allow_non_tls"] = True
     if s.get("http_port"):
-        conf["http"] = "%s:%d" % (s.get("http_host") or "127.0.0.1", _port(s, "http_port"))
+        # https: nats-server serves monitoring with the client listener's certificate (the top-level tls block)
+        if s.get("http_tls") and "client" in plaintext:
+            raise ConfigError("nats_server_http_tls: nats-server serves monitoring over https with the client "
+                              "listener's TLS settings, and 'client' is listed in %s; run the client listener "
+                              "with TLS, or monitoring over http" % PLAINTEXT_VAR)
+        conf["https" if s.get("http_tls") else "http"] = "%s:%d" % (s.get("http_host") or "127.0.0.1",
+                                                                    _port(s, "http_port"))
     if s.get("server_tags"):
         conf["server_tags"] = sorted(str(tag) for tag in s["server_tags"])
     for key in ("max_payload", "max_connections"):
@@ -387,8 +412,12 @@ def build_config(s):
     for block in ("mqtt", "websocket"):
         if s.get(block):
             conf[block] = _web_listener(s, block, plaintext)
+    extra = dict(s.get("extra_config") or {})
+    gateway = _gateway(s, extra.pop("gateway", {}), plaintext)
+    if gateway:
+        conf["gateway"] = gateway
 
-    return deep_merge(conf, s.get("extra_config") or {})
+    return deep_merge(conf, extra)
 
 
 def _has_users(accounts):
@@ -492,6 +521,109 @@ def _web_listener(s, block, plaintext):
     if "tls" not in conf:
         conf["tls"] = _tls(s, block)
     return conf
+
+
+_GATEWAY_REMOTE_KEYS = {"name", "urls", "url", "group", "tls"}
+GATEWAY_PORT = 7222
+
+
+def _gateway(s, extra, plaintext):
+    """The gateway block: ``nats_server_gateway`` with ``nats_server_extra_config.gateway`` merged over it (a null
+    one removes the gateway), its listener at the listen host, mutual TLS against the CA unless it runs in
+    plaintext, and each remote gateway's URLs (``group``: the members of an inventory group)."""
+    if extra is None:
+        return None
+    for where, value in (("nats_server_gateway", s.get("gateway")), ("nats_server_extra_config.gateway", extra)):
+        if value and not isinstance(value, dict):
+            raise ConfigError("%s: expected a mapping (the gateway block: name, port, gateways, ...), got %r"
+                              % (where, value))
+    given = deep_merge(s.get("gateway") or {}, extra or {})
+    if not given:
+        return None
+    name = given.get("name") or s.get("cluster_name")
+    if not name:
+        raise ConfigError("nats_server_gateway.name must be set (the name of this server's cluster among the "
+                          "gateways; it defaults to nats_server_cluster_name)")
+    if (s.get("cluster_group") or s.get("cluster_routes")) and str(name) != str(s.get("cluster_name")):
+        raise ConfigError("nats_server_gateway.name: %r is not the cluster's name %r; nats-server requires a "
+                          "clustered server's gateway to carry its cluster's name" % (name, s.get("cluster_name")))
+    port = given.get("port")
+    if given.get("listen"):
+        port = str(given["listen"]).rsplit(":", 1)[-1]
+    elif port in (None, ""):
+        raise ConfigError("nats_server_gateway.port must be set (the port other clusters' gateways connect to, "
+                          "such as %d)" % GATEWAY_PORT)
+    try:
+        port = int(port)
+    except (TypeError, ValueError):
+        raise ConfigError("nats_server_gateway.port: %r is not a port number" % (port,))
+    if not 0 < port < 65536:
+        raise ConfigError("nats_server_gateway.port: %d is not a port number (1-65535)" % port)
+    gateway = {"name": name}
+    if given.get("listen") or given.get("host"):
+        gateway.update((key, given[key]) for key in ("host", "port", "listen") if key in given)
+    else:
+        gateway["listen"] = "%s:%d" % (s.get("listen_host") or "0.0.0.0", port)
+    if given.get("advertise"):
+        gateway["advertise"] = _advertise(given["advertise"], port, "nats_server_gateway.advertise")
+    for key, value in given.items():
+        if key not in ("name", "host", "port", "listen", "advertise", "tls", "gateways"):
+            gateway[key] = copy.deepcopy(value)
+    if "gateway" in plaintext:
+        if given.get("tls"):
+            gateway["tls"] = copy.deepcopy(given["tls"])
+    else:
+        gateway["tls"] = _tls(s, "gateway", verify=True, ca_required=True)
+        gateway["tls"].update(_given_gateway_tls(given.get("tls"), "nats_server_gateway.tls"))
+    remotes = given.get("gateways") or []
+    if not isinstance(remotes, list):
+        raise ConfigError("nats_server_gateway.gateways: expected a list of gateways ({name, urls}), got %r"
+                          % (remotes,))
+    if remotes:
+        gateway["gateways"] = [_gateway_remote(s, remote, index, plaintext) for index, remote in enumerate(remotes)]
+    return gateway
+
+
+def _given_gateway_tls(given, where):
+    """The user's own tls settings for a gateway, merged over the role's; ``insecure`` (the gateways it connects
+    to unverified) is refused. (nats-server requires and verifies the certificate of a gateway that connects in,
+    whatever ``verify`` says: server/opts.go getTLSConfig.)"""
+    given = copy.deepcopy(given or {})
+    if not isinstance(given, dict):
+        raise ConfigError("%s: expected a mapping, got %r" % (where, given))
+    if given.get("insecure"):
+        raise ConfigError("%s.insecure: gateways verify each other's certificates against the CA; list 'gateway' in "
+                          "%s to run them in plaintext" % (where, PLAINTEXT_VAR))
+    return given
+
+
+def _gateway_remote(s, remote, index, plaintext):
+    where = "nats_server_gateway.gateways[%d]" % index
+    if not isinstance(remote, dict):
+        raise ConfigError("%s: expected a mapping ({name, urls}), got %r" % (where, remote))
+    unknown = sorted(set(remote) - _GATEWAY_REMOTE_KEYS)
+    if unknown:
+        raise ConfigError("%s: unknown option(s) %s (known: %s)" % (where, ", ".join(unknown),
+                                                                    ", ".join(sorted(_GATEWAY_REMOTE_KEYS))))
+    if not remote.get("name"):
+        raise ConfigError("%s: no name (the name of the cluster it connects to)" % where)
+    urls = list(remote.get("urls") or ([remote["url"]] if remote.get("url") else []))
+    if remote.get("group"):
+        members = _group(s, "gateway.gateways[%d].group" % index, remote["group"])
+        urls += [url for url in peer_urls(members, s.get("hostvars") or {}, "nats", "nats_server_gateway.port",
+                                          GATEWAY_PORT) if url not in urls]
+    if not urls:
+        raise ConfigError("%s: no urls (set urls, url or group)" % where)
+    out = {"name": remote["name"], "urls": urls}
+    if remote.get("tls"):
+        if "gateway" in plaintext:
+            out["tls"] = copy.deepcopy(remote["tls"])
+        else:
+            # a remote's own tls replaces the gateway's for its connections: the host's certificate and CA under it
+            tls = _tls(s, "gateway", ca_required=True)
+            tls.update(_given_gateway_tls(remote["tls"], where + ".tls"))
+            out["tls"] = tls
+    return out
 
 
 def _jetstream(s):
@@ -681,16 +813,42 @@ def restart_fingerprint(conf):
             continue
         if key in _RELOADABLE_IN_BLOCK and isinstance(value, dict):
             fixed = {k: v for k, v in value.items() if k not in _RELOADABLE_IN_BLOCK[key]}
-            if key == "leafnodes" and "remotes" in fixed:
-                # the server matches remotes ignoring these; changing them reloads
-                fixed["remotes"] = [
-                    {k: v for k, v in r.items() if k not in ("tls", "compression", "handshake_first")}
-                    for r in fixed["remotes"]
-                ]
+            if key == "gateway":
+                fixed = _gateway_fingerprint(value)
+            if key == "leafnodes":
+                # TLS coming or going, or its handshake timeout (which sets the auth timeout), on the listener or
+                # on a remote: a reload refuses it (2.9.10 refuses any listener tls, 2.15 one with a timeout);
+                # its certificate, key and CA files reload
+                if isinstance(value.get("tls"), dict):
+                    fixed["tls"] = {"timeout": value["tls"].get("timeout")}
+                if "remotes" in fixed:
+                    # the server matches remotes ignoring the rest of these; changing them reloads
+                    fixed["remotes"] = [
+                        dict({k: v for k, v in r.items() if k not in ("tls", "compression", "handshake_first")},
+                             **({"tls": {"timeout": r["tls"].get("timeout")}} if isinstance(r.get("tls"), dict)
+                                else {}))
+                        for r in fixed["remotes"]
+                    ]
             fingerprint[key] = fixed
         else:
             fingerprint[key] = value
     return fingerprint
+
+
+def _gateway_fingerprint(gateway):
+    """What of a gateway block a reload cannot change: all of it but its tls and its remotes' tls, of which only
+    whether there is one and the restart-only keys count."""
+
+    def tls_fixed(tls):
+        return {k: v for k, v in tls.items() if k in _RESTART_IN_GATEWAY_TLS} if isinstance(tls, dict) else tls
+
+    fixed = copy.deepcopy(gateway)
+    if "tls" in fixed:
+        fixed["tls"] = tls_fixed(fixed["tls"])
+    for remote in fixed.get("gateways") or []:
+        if isinstance(remote, dict) and "tls" in remote:
+            remote["tls"] = tls_fixed(remote["tls"])
+    return fixed
 
 
 def _get(conf, path):

@@ -46,7 +46,7 @@ def _san(names):
 class CA:
     """A CA in ``folder`` (``<name>.pem``, ``<name>-key.pem``) that issues certificates."""
 
-    def __init__(self, folder, name="ca", days=30):
+    def __init__(self, folder, name="ca", days=3650):
         self.folder = str(folder)
         self.key = _key()
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test %s" % name)])
@@ -61,19 +61,21 @@ class CA:
         _write_cert(self.cert, self.path)
         _write_key(self.key, self.key_path)
 
-    def issue(self, name, sans=("localhost", "127.0.0.1"), days=30, key=None, folder=None):
-        """(cert path, key path) of a server and client certificate for ``sans``."""
+    def issue(self, name, sans=("localhost", "127.0.0.1"), days=365, key=None, folder=None, ago=0,
+              usages=("server", "client")):
+        """(cert path, key path) of a certificate for ``sans``, valid from ``ago`` days ago for ``days`` days from
+        now (negative: expired), for ``usages`` (server, client)."""
         folder = str(folder or self.folder)
         key = key or _key()
+        purposes = {"server": ExtendedKeyUsageOID.SERVER_AUTH, "client": ExtendedKeyUsageOID.CLIENT_AUTH}
         cert = (x509.CertificateBuilder()
                 .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
                 .issuer_name(self.cert.subject).public_key(key.public_key())
                 .serial_number(x509.random_serial_number())
-                .not_valid_before(_now() - datetime.timedelta(minutes=5))
+                .not_valid_before(_now() - datetime.timedelta(days=ago, minutes=5))
                 .not_valid_after(_now() + datetime.timedelta(days=days))
                 .add_extension(_san(sans), critical=False)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                      ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([purposes[u] for u in usages]), critical=False)
                 .sign(self.key, hashes.SHA256()))
         cert_path = os.path.join(folder, "%s.pem" % name)
         key_path = os.path.join(folder, "%s-key.pem" % name)

@@ -5,6 +5,8 @@ import socket
 import ssl
 import subprocess
 
+import pytest
+
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
 
 from conftest import free_port
@@ -69,6 +71,49 @@ def test_everything_the_role_renders_passes_the_servers_own_check(nats_binary, t
         assert any(d.startswith("cluster.pool_size") for d in dropped)
     else:
         assert dropped == []
+
+
+# a gateway and https monitoring as the role renders them: (settings, the options a 2.9.10 server does not get)
+GATEWAY_ROWS = {
+    "gateway": (lambda: dict(gateway={"port": free_port(), "advertise": "localhost", "reject_unknown_cluster": True,
+                                      "connect_retries": 3, "connect_backoff": True, "write_deadline": "10s",
+                                      "gateways": [{"name": "c2", "urls": ["nats://127.0.0.1:1"]},
+                                                   {"name": "c3", "url": "nats://127.0.0.1:2",
+                                                    "tls": {"timeout": 3}}]},
+                             cluster_routes=["nats-route://127.0.0.1:1"], cluster_name="c1"),
+                ["gateway.connect_backoff", "gateway.write_deadline"]),
+    "extra-config-gateway": (lambda: dict(extra_config={"gateway": {"name": "c1", "port": free_port(), "gateways": [
+        {"name": "c2", "urls": ["nats://127.0.0.1:1"]}]}}), []),
+    "plaintext-gateway": (lambda: dict(gateway={"name": "c1", "port": free_port()}, insecure_plaintext=["gateway"]),
+                          []),
+    "https-monitoring": (lambda: dict(http_tls=True, tls_verify_clients=True), []),
+}
+
+
+@pytest.mark.parametrize("row", sorted(GATEWAY_ROWS))
+def test_a_gateway_and_https_monitoring_pass_the_servers_own_check(nats_binary, tmp_path, row):
+    binary, version = nats_binary
+    over, old_only = GATEWAY_ROWS[row]
+    conf, dropped = model(tmp_path, version, **over())
+    result = check(binary, tmp_path, conf)
+    assert result.returncode == 0, result.stderr + result.stdout
+    if row == "https-monitoring":
+        assert "https" in conf and "http" not in conf
+    else:
+        assert ("tls" in conf["gateway"]) is (row != "plaintext-gateway"), conf["gateway"]
+    assert [d.split(" ")[0] for d in dropped] == (old_only if version.startswith("2.9.") else []), dropped
+
+
+def test_the_oldest_server_refuses_the_gateway_options_the_role_leaves_out_for_it(nats_binary, tmp_path):
+    """What the pruning is for: 2.9.10 refuses connect_backoff and write_deadline in a gateway block."""
+    binary, version = nats_binary
+    if not version.startswith("2.9."):
+        pytest.skip("the newest server knows them")
+    conf, _dropped = model(tmp_path, "2.15.1", gateway={"name": "c1", "port": free_port(), "connect_backoff": True,
+                                                        "write_deadline": "10s"})
+    result = check(binary, tmp_path, conf)
+    assert result.returncode != 0
+    assert "connect_backoff" in result.stderr + result.stdout
 
 
 def test_the_server_rejects_what_the_role_must_catch(nats_binary, tmp_path):

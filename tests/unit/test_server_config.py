@@ -185,14 +185,24 @@ def test_restart_fingerprint_ignores_reloadable_settings():
     base = sc.build_config(settings(cluster_group="hub", cluster_name="hub", leafnodes_port=7422))
     fp = sc.restart_fingerprint(base)
     for reloadable in ({"debug": True}, {"server_tags": ["az:1"]}, {"accounts": {"A": {}}},
-                       {"cluster": {"routes": ["nats-route://x:6222"]}}, {"max_payload": 2048},
-                       {"leafnodes": {"tls": {"ca_file": "/ca.pem"}}}):
+                       {"cluster": {"routes": ["nats-route://x:6222"]}}, {"max_payload": 2048}):
         assert sc.restart_fingerprint(sc.deep_merge(base, reloadable)) == fp, reloadable
     for restart in ({"server_name": "other"}, {"listen": "0.0.0.0:4223"}, {"jetstream": {"domain": "x"}},
+                    {"leafnodes": {"tls": {"ca_file": "/ca.pem"}}},
                     {"cluster": {"listen": "0.0.0.0:6223"}}, {"http": "127.0.0.1:8223"},
                     {"leafnodes": {"remotes": [{"urls": ["nats-leaf://h:7422"]}]}},
                     {"system_account": "SYS"}, {"lame_duck_duration": "30s"}):
         assert sc.restart_fingerprint(sc.deep_merge(base, restart)) != fp, restart
+
+
+def test_the_leafnode_listeners_tls_timeout_restarts_its_files_reload():
+    # nats-server derives the listener's auth timeout from it, and refuses a reload that changes that
+    tls = dict(leafnodes_port=7422, insecure_plaintext=[], tls_cert_file="/c.pem", tls_key_file="/k.pem",
+               tls_ca_file="/ca.pem")
+    base = sc.restart_fingerprint(sc.build_config(settings(tls_timeout=5, **tls)))
+    assert sc.restart_fingerprint(sc.build_config(settings(tls_timeout=3, **tls))) != base
+    renewed = dict(tls, tls_cert_file="/new.pem")
+    assert sc.restart_fingerprint(sc.build_config(settings(tls_timeout=5, **renewed))) == base
 
 
 def test_leaf_remote_tls_change_reloads_but_url_change_restarts():
@@ -201,6 +211,11 @@ def test_leaf_remote_tls_change_reloads_but_url_change_restarts():
     url = {"leafnodes": {"remotes": [{"urls": ["nats-leaf://b:7422"], "tls": {"ca_file": "/1"}}]}}
     assert sc.restart_fingerprint(conf) == sc.restart_fingerprint(tls)
     assert sc.restart_fingerprint(conf) != sc.restart_fingerprint(url)
+    # TLS coming or going on a remote, or its timeout, is refused by a reload (the remote's TLS timeout changes)
+    plain = {"leafnodes": {"remotes": [{"urls": ["nats-leaf://a:7422"]}]}}
+    timeout = {"leafnodes": {"remotes": [{"urls": ["nats-leaf://a:7422"], "tls": {"ca_file": "/1", "timeout": 5}}]}}
+    assert sc.restart_fingerprint(conf) != sc.restart_fingerprint(plain)
+    assert sc.restart_fingerprint(conf) != sc.restart_fingerprint(timeout)
 
 
 def test_two_listeners_on_one_port_are_reported_with_their_variables():
@@ -372,8 +387,8 @@ def test_the_opt_out_runs_only_the_listeners_it_names_in_plaintext():
                                     websocket={"port": 8443}, **tls(insecure_plaintext=["client", "websocket"])))
     assert "tls" not in conf and conf["websocket"] == {"port": 8443, "no_tls": True}
     assert conf["cluster"]["tls"]["verify"] is True and "tls" in conf["leafnodes"]
-    with pytest.raises(sc.ConfigError, match="unknown listener.*gateway"):
-        sc.build_config(settings(insecure_plaintext=["gateway"]))
+    with pytest.raises(sc.ConfigError, match=r"unknown listener\(s\) routes \(known: .*gateway, all\)"):
+        sc.build_config(settings(insecure_plaintext=["routes"]))
     with pytest.raises(sc.ConfigError, match="nats_server_websocket.no_tls"):
         sc.build_config(settings(websocket={"port": 8443, "no_tls": True}, **TLS))
 
@@ -435,3 +450,209 @@ def test_the_client_port_takes_plaintext_too_only_when_asked_and_that_restarts()
     assert "allow_non_tls" not in plain and both["allow_non_tls"] is True
     assert sc.restart_fingerprint(plain) != sc.restart_fingerprint(both)
     assert "allow_non_tls" not in sc.build_config(settings(tls_allow_non_tls=True, **tls(insecure_plaintext=["client"])))
+
+
+# --------------------------------------------------------------------------
+# gateways
+
+GATEWAY_HOSTVARS = dict(HOSTVARS, **{
+    "eu1": {"nats_server_advertise_host": "eu1.example.net", "nats_server_gateway": {"port": 7333}},
+    "eu2": {"ansible_default_ipv4": {"address": "10.1.0.2"}},
+})
+GATEWAY_GROUPS = dict(GROUPS, eu=["eu1", "eu2"])
+
+
+def gateway_settings(gateway=None, **over):
+    """hub1 of cluster hub with TLS, its gateway reaching cluster eu."""
+    gateway = {"port": 7222, "gateways": [{"name": "eu", "urls": ["nats://eu.example.net:7222"]}]} \
+        if gateway is None else gateway
+    return settings(**dict(dict(TLS, cluster_group="hub", cluster_name="hub", gateway=gateway, groups=GATEWAY_GROUPS,
+                                hostvars=GATEWAY_HOSTVARS), **over))
+
+
+def test_a_gateway_runs_mutual_tls_against_the_ca_like_routes():
+    conf = sc.build_config(gateway_settings(tls_timeout=5))
+    assert conf["gateway"] == {
+        "name": "hub", "listen": "0.0.0.0:7222",
+        "tls": {"cert_file": TLS["tls_cert_file"], "key_file": TLS["tls_key_file"], "ca_file": TLS["tls_ca_file"],
+                "verify": True, "timeout": 5.0},
+        "gateways": [{"name": "eu", "urls": ["nats://eu.example.net:7222"]}]}
+    assert conf["gateway"]["tls"] == conf["cluster"]["tls"]
+
+
+def test_a_gateway_without_a_ca_is_refused_naming_the_variables():
+    with pytest.raises(sc.ConfigError, match="nats_server_tls_ca_file: the gateway listener runs TLS verifying its "
+                                             "peers against the CA, and no CA is given.*list 'gateway' in "
+                                             "nats_server_insecure_plaintext"):
+        sc.build_config(gateway_settings(cluster_group="", tls_ca_file="", gateway={"name": "hub", "port": 7222}))
+
+
+def test_the_gateway_runs_in_plaintext_only_when_listed_and_then_warns(monkeypatch):
+    import ansible.utils.display
+
+    from ansible_collections.nats_edge.fleet.plugins.filter import nats_server as filters
+
+    for opt_out in (["gateway"], ["all"]):
+        conf = sc.build_config(gateway_settings(insecure_plaintext=opt_out))
+        assert "tls" not in conf["gateway"], opt_out
+    assert "tls" in sc.build_config(gateway_settings(insecure_plaintext=["cluster", "client"]))["gateway"]
+    warnings = []
+
+    class Recorder(object):
+        def warning(self, text):
+            warnings.append(text)
+
+    monkeypatch.setattr(ansible.utils.display, "Display", Recorder)
+    filters.nats_server_config(gateway_settings(insecure_plaintext=["gateway"]))
+    assert warnings[0] == ("nats_server on hub1: the gateway listener(s) run in plaintext "
+                           "(nats_server_insecure_plaintext): anyone on the network reads and alters what they carry")
+
+
+@pytest.mark.parametrize("where", ["gateway", "remote"])
+def test_a_gateway_tls_that_connects_to_peers_unverified_is_refused(where):
+    gateway = {"port": 7222, "gateways": [{"name": "eu", "url": "nats://eu:7222"}]}
+    if where == "gateway":
+        gateway["tls"] = {"insecure": True}
+        name = r"nats_server_gateway\.tls\.insecure"
+    else:
+        gateway["gateways"][0]["tls"] = {"insecure": True}
+        name = r"nats_server_gateway\.gateways\[0\]\.tls\.insecure"
+    with pytest.raises(sc.ConfigError, match=name + ".*list 'gateway' in nats_server_insecure_plaintext"):
+        sc.build_config(gateway_settings(gateway))
+    # run in plaintext, the user's own tls is theirs
+    plain = sc.build_config(gateway_settings(gateway, insecure_plaintext=["gateway"]))
+    assert plain["gateway"].get("tls", {}) == gateway.get("tls", {})
+
+
+def test_a_gateway_tls_of_ones_own_is_merged_over_the_roles():
+    gateway = {"port": 7222, "tls": {"timeout": 9, "cipher_suites": ["TLS_AES_128_GCM_SHA256"]},
+               "gateways": [{"name": "eu", "url": "nats://eu:7222", "tls": {"ca_file": "/eu-ca.pem"}}]}
+    conf = sc.build_config(gateway_settings(gateway))
+    assert conf["gateway"]["tls"] == {"cert_file": TLS["tls_cert_file"], "key_file": TLS["tls_key_file"],
+                                      "ca_file": TLS["tls_ca_file"], "verify": True, "timeout": 9,
+                                      "cipher_suites": ["TLS_AES_128_GCM_SHA256"]}
+    # a remote's own tls replaces the gateway's for its connections: it still presents the host's certificate
+    assert conf["gateway"]["gateways"][0]["tls"] == {"cert_file": TLS["tls_cert_file"],
+                                                     "key_file": TLS["tls_key_file"], "ca_file": "/eu-ca.pem"}
+
+
+def test_extra_config_gateway_gets_tls_too_and_null_removes_the_gateway():
+    extra = {"gateway": {"name": "hub", "port": 7222, "gateways": [{"name": "eu", "urls": ["nats://eu:7222"]}]}}
+    conf = sc.build_config(gateway_settings({}, extra_config=extra))
+    assert conf["gateway"]["tls"]["verify"] is True and conf["gateway"]["tls"]["ca_file"] == TLS["tls_ca_file"]
+    assert conf["gateway"]["listen"] == "0.0.0.0:7222" and "port" not in conf["gateway"]
+    # merged over nats_server_gateway, once: what the role made of it is not replaced by the raw block
+    merged = sc.build_config(gateway_settings(extra_config={"gateway": {"reject_unknown_cluster": True},
+                                                            "ping_interval": "20s"}))
+    assert merged["gateway"]["reject_unknown_cluster"] is True and merged["ping_interval"] == "20s"
+    assert merged["gateway"]["listen"] == "0.0.0.0:7222" and "tls" in merged["gateway"]
+    assert "gateway" not in sc.build_config(gateway_settings(extra_config={"gateway": None}))
+    plain = sc.build_config(gateway_settings({}, extra_config=extra, insecure_plaintext=["gateway"]))
+    assert "tls" not in plain["gateway"]
+
+
+def test_remote_gateways_from_an_inventory_group_at_their_own_gateway_port():
+    conf = sc.build_config(gateway_settings({"port": 7222, "advertise": "hub1.example.net", "gateways": [
+        {"name": "eu", "group": "eu", "urls": ["nats://eu-lb.example.net:7222"]}]}))
+    assert conf["gateway"]["advertise"] == "hub1.example.net:7222"
+    assert conf["gateway"]["gateways"] == [{"name": "eu", "urls": [
+        "nats://eu-lb.example.net:7222", "nats://eu1.example.net:7333", "nats://10.1.0.2:7222"]}]
+
+
+def test_the_gateway_binds_where_the_other_listeners_do_unless_told():
+    assert sc.build_config(gateway_settings(listen_host="10.0.0.1"))["gateway"]["listen"] == "10.0.0.1:7222"
+    told = sc.build_config(gateway_settings({"name": "hub", "listen": "127.0.0.1:7444"}))["gateway"]
+    assert told["listen"] == "127.0.0.1:7444"
+    host = sc.build_config(gateway_settings({"name": "hub", "host": "10.9.9.9", "port": 7444}))["gateway"]
+    assert (host["host"], host["port"]) == ("10.9.9.9", 7444) and "listen" not in host
+
+
+@pytest.mark.parametrize("gateway,over,message", [
+    ({"port": 7222}, {"cluster_group": "", "cluster_name": ""}, r"nats_server_gateway\.name must be set"),
+    ({"name": "other", "port": 7222}, {}, r"nats_server_gateway\.name: 'other' is not the cluster's name 'hub'"),
+    ({"name": "hub"}, {}, r"nats_server_gateway\.port must be set"),
+    ({"port": "lots"}, {}, r"nats_server_gateway\.port: 'lots' is not a port number"),
+    ({"port": 70000}, {}, r"nats_server_gateway\.port: 70000 is not a port number"),
+    ({"port": 7222, "advertise": "hub 1"}, {}, r"nats_server_gateway\.advertise: 'hub 1'"),
+    ({"port": 7222, "gateways": {"name": "eu"}}, {}, r"nats_server_gateway\.gateways: expected a list"),
+    ({"port": 7222, "gateways": ["nats://eu:7222"]}, {}, r"gateways\[0\]: expected a mapping"),
+    ({"port": 7222, "gateways": [{"url": "nats://eu:7222"}]}, {}, r"gateways\[0\]: no name"),
+    ({"port": 7222, "gateways": [{"name": "eu"}]}, {}, r"gateways\[0\]: no urls \(set urls, url or group\)"),
+    ({"port": 7222, "gateways": [{"name": "eu", "urls": ["nats://eu:7222"], "hosts": "x"}]}, {},
+     r"gateways\[0\]: unknown option\(s\) hosts"),
+    ({"port": 7222, "gateways": [{"name": "eu", "group": "asia"}]}, {},
+     r"nats_server_gateway\.gateways\[0\]\.group: group 'asia' is not in the inventory"),
+    ("hub:7222", {}, r"nats_server_gateway: expected a mapping"),
+])
+def test_bad_gateway_settings_name_the_field(gateway, over, message):
+    with pytest.raises(sc.ConfigError, match=message):
+        sc.build_config(gateway_settings(gateway, **over))
+
+
+def test_a_gateway_port_conflict_names_the_gateway_variable():
+    conf = sc.build_config(gateway_settings({"port": 6222}))
+    assert sc.listener_conflicts(conf) == ["port 6222 is used by both the cluster listener (nats_server_cluster_port) "
+                                           "and the gateway listener (nats_server_gateway.port)"]
+
+
+def test_gateway_options_newer_than_the_server_are_left_out():
+    gateway = {"port": 7222, "connect_backoff": True, "write_deadline": "10s", "connect_retries": 3}
+    conf = sc.build_config(gateway_settings(gateway))
+    for version, dropped_keys in (("2.9.10", {"connect_backoff", "write_deadline"}),
+                                  ("2.12.0", {"write_deadline"}), ("2.12.1", set()), ("2.15.1", set())):
+        pruned, dropped = sc.prune_for_version(conf, version)
+        assert {d.split(" ")[0] for d in dropped} == {"gateway." + k for k in dropped_keys}, version
+        assert pruned["gateway"]["connect_retries"] == 3 and "tls" in pruned["gateway"]
+
+
+def test_gateway_certificates_reload_but_timeouts_tls_on_or_off_and_remotes_restart():
+    """server/reload.go reloads a gateway's tls.Config (certificate, key, CA, verify) and refuses any other change
+    of the gateway options; measured on 2.9.10 and 2.15.1: a new tls.timeout, or TLS turned off, is refused."""
+    base = sc.build_config(gateway_settings())
+    fingerprint = sc.restart_fingerprint(base)
+    renewed = sc.build_config(gateway_settings(tls_cert_file="/new/server.pem", tls_key_file="/new/key.pem",
+                                               tls_ca_file="/new/ca.pem"))
+    assert sc.restart_fingerprint(renewed) == fingerprint
+    remote_tls = sc.build_config(gateway_settings({"port": 7222, "gateways": [
+        {"name": "eu", "urls": ["nats://eu.example.net:7222"], "tls": {"ca_file": "/eu-ca.pem"}}]}))
+    remote_ca = sc.build_config(gateway_settings({"port": 7222, "gateways": [
+        {"name": "eu", "urls": ["nats://eu.example.net:7222"], "tls": {"ca_file": "/eu-ca-2.pem"}}]}))
+    assert sc.restart_fingerprint(remote_tls) == sc.restart_fingerprint(remote_ca)
+    for restart in (gateway_settings(tls_timeout=9), gateway_settings(insecure_plaintext=["gateway"]),
+                    gateway_settings({"port": 7222, "gateways": [{"name": "us", "url": "nats://us:7222"}]}),
+                    gateway_settings({"port": 7223, "gateways": [{"name": "eu", "url": "nats://eu.example.net:7222"}]}),
+                    gateway_settings({"port": 7222, "tls": {"verify_and_map": True}})):
+        assert sc.restart_fingerprint(sc.build_config(restart)) != fingerprint, restart
+    assert sc.restart_fingerprint(remote_tls) != sc.restart_fingerprint(base)
+
+
+# --------------------------------------------------------------------------
+# monitoring over https
+
+def test_monitoring_stays_plain_http_on_loopback_by_default():
+    conf = sc.build_config(settings(**TLS))
+    assert conf["http"] == "127.0.0.1:8222" and "https" not in conf
+
+
+def test_monitoring_over_https_uses_the_client_listeners_tls():
+    conf = sc.build_config(settings(http_tls=True, **TLS))
+    assert conf["https"] == "127.0.0.1:8222" and "http" not in conf
+    # nats-server serves https monitoring with the top-level tls block
+    assert conf["tls"]["cert_file"] == TLS["tls_cert_file"]
+    assert "monitoring listener" in sc.listener_conflicts(sc.build_config(settings(http_tls=True, http_port=4222,
+                                                                                   **TLS)))[0]
+
+
+def test_monitoring_over_https_needs_the_client_listener_to_run_tls():
+    with pytest.raises(sc.ConfigError, match="nats_server_http_tls: .*'client' is listed in "
+                                             "nats_server_insecure_plaintext"):
+        sc.build_config(settings(http_tls=True, **tls(insecure_plaintext=["client"])))
+    with pytest.raises(sc.ConfigError, match="the client listener runs TLS, and no certificate"):
+        sc.build_config(settings(http_tls=True, **tls(tls_cert_file="")))
+    assert "http" not in sc.build_config(settings(http_tls=True, http_port=0, insecure_plaintext=["all"]))
+
+
+def test_moving_monitoring_between_http_and_https_restarts():
+    plain = sc.build_config(settings(**TLS))
+    secure = sc.build_config(settings(http_tls=True, **TLS))
+    assert sc.restart_fingerprint(plain) != sc.restart_fingerprint(secure)
