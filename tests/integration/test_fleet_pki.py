@@ -288,6 +288,19 @@ def test_a_first_run_in_check_mode_changes_nothing_and_predicts_the_ca_and_the_k
     assert predicted.changed_tasks("h2") == ["Make the host's key on the host"]
 
 
+def test_a_roll_in_check_mode_changes_nothing_and_predicts_the_next_ca(fleet):
+    # a fleet with its CA and certificates, then each step of a roll in check mode: nothing written, the next CA's
+    # key predicted in the first step (its request, from a key not made yet, is not attempted)
+    fleet.run()
+    before = fleet.snapshot()
+    for step in ("trust", "issue", "retire"):
+        predicted = fleet.run("--check", "--diff", "-e", "nats_fleet_tls_ca_roll=%s" % step)
+        assert fleet.snapshot() == before, step
+        if step == "trust":
+            assert "Make the key of ca-next" in predicted.changed_tasks("h1")
+    assert not (fleet.tls / "ca-next-key.pem").exists()
+
+
 def test_no_private_key_reaches_the_output(fleet):
     """The output of the runs that make the keys and sign with the CA's (a first run, then a new name for h2),
     at -vvv with diffs, holds no line of a private key."""
