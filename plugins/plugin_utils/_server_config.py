@@ -597,17 +597,21 @@ def _given_gateway_tls(given, where):
     return given
 
 
+def _given_urls(remote, where, known, shape=""):
+    """The urls a remote (leaf or gateway) names itself, once it is checked to be a mapping of ``known`` options."""
+    if not isinstance(remote, dict):
+        raise ConfigError("%s: expected a mapping%s, got %r" % (where, shape, remote))
+    unknown = sorted(set(remote) - known)
+    if unknown:
+        raise ConfigError("%s: unknown option(s) %s (known: %s)" % (where, ", ".join(unknown), ", ".join(sorted(known))))
+    return list(remote.get("urls") or ([remote["url"]] if remote.get("url") else []))
+
+
 def _gateway_remote(s, remote, index, plaintext):
     where = "nats_server_gateway.gateways[%d]" % index
-    if not isinstance(remote, dict):
-        raise ConfigError("%s: expected a mapping ({name, urls}), got %r" % (where, remote))
-    unknown = sorted(set(remote) - _GATEWAY_REMOTE_KEYS)
-    if unknown:
-        raise ConfigError("%s: unknown option(s) %s (known: %s)" % (where, ", ".join(unknown),
-                                                                    ", ".join(sorted(_GATEWAY_REMOTE_KEYS))))
+    urls = _given_urls(remote, where, _GATEWAY_REMOTE_KEYS, " ({name, urls})")
     if not remote.get("name"):
         raise ConfigError("%s: no name (the name of the cluster it connects to)" % where)
-    urls = list(remote.get("urls") or ([remote["url"]] if remote.get("url") else []))
     if remote.get("group"):
         members = _group(s, "gateway.gateways[%d].group" % index, remote["group"])
         urls += [url for url in peer_urls(members, s.get("hostvars") or {}, "nats", "nats_server_gateway.port",
@@ -656,13 +660,7 @@ def _resolver(s):
 
 def _remote(s, remote, index, plaintext):
     where = "nats_server_leafnode_remotes[%d]" % index
-    if not isinstance(remote, dict):
-        raise ConfigError("%s: expected a mapping, got %r" % (where, remote))
-    unknown = sorted(set(remote) - _REMOTE_KEYS)
-    if unknown:
-        raise ConfigError("%s: unknown option(s) %s (known: %s)" % (where, ", ".join(unknown),
-                                                                    ", ".join(sorted(_REMOTE_KEYS))))
-    urls = list(remote.get("urls") or ([remote["url"]] if remote.get("url") else []))
+    urls = _given_urls(remote, where, _REMOTE_KEYS)
     if remote.get("hub_group"):
         hubs = _group(s, "leafnode_remotes[%d].hub_group" % index, remote["hub_group"])
         urls += peer_urls(hubs, s.get("hostvars") or {}, remote.get("scheme", "nats-leaf"),

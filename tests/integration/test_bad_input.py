@@ -617,17 +617,15 @@ TLS_FILES = dict(nats_server_allow_anonymous=True, nats_server_tls_cert_file="/e
                  nats_server_tls_ca_file="/etc/nats-server/tls/ca.pem")
 
 
-def preflight_failures(tmp_path, role, inventory):
-    """{host: message of its first failed task} of one play running ``role``'s preflight on ``inventory``."""
+def run_play(tmp_path, tasks, inventory, *args, playbook=None):
+    """The JSON report of one play of ``tasks`` (or of the collection's ``playbook``) on ``inventory``, and
+    {host: message of its first failed task}."""
     (tmp_path / "inventory.json").write_text(json.dumps(inventory))
-    (tmp_path / "play.yml").write_text(
-        "- hosts: all\n  gather_facts: false\n  tasks:\n"
-        "    - name: The role's checks\n      ansible.builtin.include_role:\n"
-        "        name: nats_edge.fleet.%s\n        tasks_from: preflight\n" % role)
+    (tmp_path / "play.yml").write_text("- hosts: all\n  gather_facts: false\n  tasks:\n" + tasks)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="json",
                ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="10")
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
-                           str(tmp_path / "inventory.json"), str(tmp_path / "play.yml")],
+                           str(tmp_path / "inventory.json"), playbook or str(tmp_path / "play.yml")] + list(args),
                           capture_output=True, text=True, env=env, timeout=300, check=False)
     report = json.loads(proc.stdout[proc.stdout.index("{"):])
     failures = {}
@@ -635,7 +633,14 @@ def preflight_failures(tmp_path, role, inventory):
         for host, result in task["hosts"].items():
             if result.get("failed") and host not in failures:
                 failures[host] = result.get("msg", "")
-    return failures
+    return report, failures
+
+
+def preflight_failures(tmp_path, role, inventory):
+    """{host: message of its first failed task} of one play running ``role``'s preflight on ``inventory``."""
+    tasks = ("    - name: The role's checks\n      ansible.builtin.include_role:\n"
+             "        name: nats_edge.fleet.%s\n        tasks_from: preflight\n" % role)
+    return run_play(tmp_path, tasks, inventory)[1]
 
 
 def test_role_preflight_refuses_bad_inventory_before_touching_a_host(tmp_path):

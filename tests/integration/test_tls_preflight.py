@@ -10,34 +10,12 @@ runs them before install, config and service."""
 import hashlib
 import json
 import os
-import subprocess
 import sys
 
 import pki
-from conftest import COLLECTIONS
+from test_bad_input import FACTS, run_play
 
-FACTS = dict(ansible_memtotal_mb=1024, ansible_default_ipv4={"address": "10.0.0.1"}, ansible_service_mgr="systemd",
-             ansible_mounts=[{"mount": "/", "size_total": 10 * 1024 ** 3}], ansible_architecture="x86_64")
 NAMES = ("localhost", "10.0.0.1")
-
-
-def run_play(tmp_path, tasks, inventory, *args, playbook=None):
-    """The JSON report of one play of ``tasks`` (or of the collection's ``playbook``) on ``inventory``, and
-    {host: message of its first failed task}."""
-    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
-    (tmp_path / "play.yml").write_text("- hosts: all\n  gather_facts: false\n  tasks:\n" + tasks)
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="json",
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORKS="10")
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
-                           str(tmp_path / "inventory.json"), playbook or str(tmp_path / "play.yml")] + list(args),
-                          capture_output=True, text=True, env=env, timeout=300, check=False)
-    report = json.loads(proc.stdout[proc.stdout.index("{"):])
-    failures = {}
-    for task in report["plays"][0]["tasks"]:
-        for host, result in task["hosts"].items():
-            if result.get("failed") and host not in failures:
-                failures[host] = result.get("msg", "")
-    return report, failures
 
 
 ROLE_CHECKS = """\
