@@ -159,7 +159,7 @@ def test_changed_tasks_in_the_order_they_ran_with_their_play_and_hosts():
                                      (1, "Copy the CA bundle [TLS]", ["spoke1-1", "hub-2"]),
                                      (1, "Reload nats-server", ["spoke1-1"])]
     # the same task in the next play (of the same name: an imported playbook's again) is a change of its own
-    again = RUN.split("PLAY RECAP", maxsplit=1)[0] + RUN.split("\n\n")[0] + "\n\nTASK [x : Reload nats-server] ***\n"
+    again = RUN.split("PLAY RECAP", maxsplit=1)[0] + RUN.split("\n\n", maxsplit=1)[0] + "\n\nTASK [x : Reload nats-server] ***\n"
     again += "changed: [hub-2]\n"
     assert fc.changed_tasks(again)[-2:] == [(1, "Reload nats-server", ["spoke1-1"]),
                                             (2, "Reload nats-server", ["hub-2"])]
