@@ -286,7 +286,8 @@ def tls_state(host, port, cert_file, timeout):
 
 
 class _Refused(Exception):
-    """A handshake one side refused: ``side`` is 'server' or 'client'."""
+    """A refusal: ``side`` is the end of a handshake that refused ('server', 'client'), or the file at fault
+    ('cert', 'key', 'ca') once check_certificate has told which."""
 
     def __init__(self, side, error):
         super(_Refused, self).__init__(str(error))
@@ -349,20 +350,8 @@ def check_certificate(cert_file, key_file, ca_file=None, mutual=False):
     for which, path in (("cert", cert_file), ("key", key_file), ("ca", ca_file)):
         if path and not os.path.isfile(path):
             return problem(which, "%s: no such file" % path)
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
-        server.load_cert_chain(cert_file, key_file, password=lambda: b"")
-    except ssl.SSLError as exc:
-        reason = _reason(exc)
-        if "KEY_VALUES_MISMATCH" in str(exc) or reason == "KEY_VALUES_MISMATCH":
-            return problem("key", "%s does not match the certificate's public key" % key_file)
-        if "PEM" in str(exc) and "key" not in str(exc).lower():
-            return problem("cert", "%s: not a PEM certificate (%s)" % (cert_file, reason))
-        return problem("key", "%s: cannot be loaded with the certificate (%s)" % (key_file, reason))
-    except OSError as exc:
-        return problem("cert", "%s: %s" % (cert_file, _reason(exc)))
-    try:
-        peer = _verify(server, cert_file, key_file, ca_file, mutual, check_time=False)
+        peer = _verify(cert_file, key_file, ca_file, mutual, check_time=False)
     except _Refused as exc:
         return problem(exc.side, exc.args[0])
     out["not_before"] = ssl.cert_time_to_seconds(peer["notBefore"])
@@ -379,7 +368,7 @@ def check_certificate(cert_file, key_file, ca_file=None, mutual=False):
     if out["not_before"] <= time.time() < out["not_after"]:
         # the certificate's own dates are the caller's to report: here the rest of its chain, now
         try:
-            _verify(server, cert_file, key_file, ca_file, mutual, check_time=True)
+            _verify(cert_file, key_file, ca_file, mutual, check_time=True)
         except _Refused as exc:
             return problem(exc.side, exc.args[0])
     return out
@@ -390,9 +379,28 @@ def check_certificate(cert_file, key_file, ca_file=None, mutual=False):
 _NO_CHECK_TIME = 0x200000
 
 
-def _verify(server, cert_file, key_file, ca_file, mutual, check_time):
-    """The handshake of check_certificate: the client's view of the server's certificate, or _Refused(file, why)."""
+def _server(cert_file, key_file):
+    """A server context holding the certificate and its key, or _Refused(file, why)."""
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        server.load_cert_chain(cert_file, key_file, password=lambda: b"")
+    except ssl.SSLError as exc:
+        reason = _reason(exc)
+        if "KEY_VALUES_MISMATCH" in str(exc) or reason == "KEY_VALUES_MISMATCH":
+            raise _Refused("key", "%s does not match the certificate's public key" % key_file)
+        if "PEM" in str(exc) and "key" not in str(exc).lower():
+            raise _Refused("cert", "%s: not a PEM certificate (%s)" % (cert_file, reason))
+        raise _Refused("key", "%s: cannot be loaded with the certificate (%s)" % (key_file, reason))
+    except OSError as exc:
+        raise _Refused("cert", "%s: %s" % (cert_file, _reason(exc)))
+    return server
+
+
+def _verify(cert_file, key_file, ca_file, mutual, check_time):
+    """The handshake of check_certificate, both ends made afresh (a strict pass shares no flag with the one that
+    ignored the dates): the client's view of the server's certificate, or _Refused(file, why)."""
     trusted = ca_file or "the system's CAs"
+    server = _server(cert_file, key_file)
     client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     client.check_hostname = False
     try:

@@ -21,6 +21,7 @@ from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_con
 
 from conftest import free_port, run_playbook
 from pki import CA, fingerprint
+from test_route_security import deliveries
 
 FLEET_CA = "fleet"
 
@@ -88,44 +89,6 @@ def served_certificate(port, ca_path, client_cert=None, server_hostname="localho
             return hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()
 
 
-async def _deliveries(publish_url, listen_url, rogue_url, ca_path):
-    """Publish from a client of one cluster until a subscriber in the other has a message; then (messages that
-    subscriber got, messages a subscriber on ``>`` at the rogue got)."""
-    import nats
-
-    tls = ssl.create_default_context(cafile=ca_path)
-    publisher = await nats.connect(publish_url, tls=tls, allow_reconnect=False, connect_timeout=3)
-    subscriber = await nats.connect(listen_url, tls=tls, allow_reconnect=False, connect_timeout=3)
-    rogue = await nats.connect(rogue_url, allow_reconnect=False, connect_timeout=3) if rogue_url else None
-    got = {"fleet": 0, "rogue": 0}
-
-    def counter(name):
-        async def count(_msg):
-            got[name] += 1
-        return count
-
-    try:
-        if rogue:
-            await rogue.subscribe(">", cb=counter("rogue"))
-            await rogue.flush()
-        await subscriber.subscribe("orders.>", cb=counter("fleet"))
-        await subscriber.flush()
-        # the subscription's interest reaches the other cluster over the gateway
-        deadline = time.monotonic() + 10
-        while not got["fleet"] and time.monotonic() < deadline:
-            await publisher.publish("orders.secret", b"for the fleet only")
-            await publisher.flush()
-            await asyncio.sleep(0.05)
-        await publisher.publish("orders.secret", b"for the fleet only")
-        await publisher.flush()
-        await asyncio.sleep(0.3)
-        return got["fleet"], got["rogue"]
-    finally:
-        for nc in (publisher, subscriber, rogue):
-            if nc:
-                await nc.close()
-
-
 def client_url(s):
     return "nats://127.0.0.1:%d" % s["port"]
 
@@ -159,8 +122,9 @@ def test_two_clusters_exchange_messages_over_a_gateway_with_mutual_tls(super_clu
         assert gateway["tls_required"] is True and gateway["tls_verify"] is True, gateway
     assert "handshake error" not in log(east) + log(west)
     for publisher, listener in ((east_s, west_s), (west_s, east_s)):
-        got, _leaked = asyncio.run(_deliveries(client_url(publisher), client_url(listener), None,
-                                               super_cluster["ca"].path))
+        # the subscription's interest reaches the other cluster over the gateway
+        got, _leaked = asyncio.run(deliveries(client_url(publisher), client_url(listener), None,
+                                              super_cluster["ca"].path, wait=10, settle=0.3))
         assert got >= 1
 
 
@@ -205,8 +169,9 @@ def test_a_rogue_gateway_is_refused(super_cluster, nats_binary, start_server, ca
     east.wait(lambda: refusal in log(east)[since:], 10)
     expected = ((["west"], ["west"]), (["east"], ["east"]), ([], []))
     holds(lambda: (gateways(east), gateways(west), gateways(rogue)), expected, 1.2)
-    got, leaked = asyncio.run(_deliveries(client_url(east_s), client_url(west_s),
-                                          "nats://127.0.0.1:%d" % ports["client"], super_cluster["ca"].path))
+    got, leaked = asyncio.run(deliveries(client_url(east_s), client_url(west_s),
+                                         "nats://127.0.0.1:%d" % ports["client"], super_cluster["ca"].path,
+                                         wait=10, settle=0.3))
     assert got >= 1 and leaked == 0, (got, leaked)
 
 

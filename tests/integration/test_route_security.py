@@ -190,15 +190,16 @@ def refused_for(seconds, n1, n2, rogue, ids):
         time.sleep(0.1)
 
 
-async def _deliveries(publish_url, legit_url, rogue_url, ca_path):
-    """Publish from a client of the cluster until a subscriber on its other server has a message; then
-    (messages that subscriber got, messages a subscriber on ``>`` at the rogue got)."""
+async def deliveries(publish_url, listen_url, rogue_url, ca_path, wait=5, settle=0.2):
+    """Publish from a client of ``publish_url`` until a subscriber at ``listen_url`` has a message (for up to
+    ``wait`` seconds), once more, and ``settle`` seconds later return (messages that subscriber got, messages a
+    subscriber on ``>`` at ``rogue_url`` got; 0 without a rogue). Shared with the gateway tests."""
     import nats
 
     tls = ssl.create_default_context(cafile=ca_path)
     publisher = await nats.connect(publish_url, tls=tls, allow_reconnect=False, connect_timeout=3)
-    subscriber = await nats.connect(legit_url, tls=tls, allow_reconnect=False, connect_timeout=3)
-    rogue = await nats.connect(rogue_url, allow_reconnect=False, connect_timeout=3)
+    subscriber = await nats.connect(listen_url, tls=tls, allow_reconnect=False, connect_timeout=3)
+    rogue = await nats.connect(rogue_url, allow_reconnect=False, connect_timeout=3) if rogue_url else None
     got = {"legit": 0, "rogue": 0}
 
     def counter(name):
@@ -207,22 +208,24 @@ async def _deliveries(publish_url, legit_url, rogue_url, ca_path):
         return count
 
     try:
-        await rogue.subscribe(">", cb=counter("rogue"))
+        if rogue:
+            await rogue.subscribe(">", cb=counter("rogue"))
+            await rogue.flush()
         await subscriber.subscribe("orders.>", cb=counter("legit"))
-        await rogue.flush()
         await subscriber.flush()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + wait
         while not got["legit"] and time.monotonic() < deadline:
             await publisher.publish("orders.secret", b"for the fleet only")
             await publisher.flush()
             await asyncio.sleep(0.05)
         await publisher.publish("orders.secret", b"for the fleet only")
         await publisher.flush()
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(settle)
         return got["legit"], got["rogue"]
     finally:
         for nc in (publisher, subscriber, rogue):
-            await nc.close()
+            if nc:
+                await nc.close()
 
 
 @pytest.mark.parametrize("case", sorted(ROGUES))
@@ -242,8 +245,8 @@ def test_a_rogue_server_cannot_join_the_cluster(fleet, nats_binary, start_server
     # the rogue retries every second: a second attempt is refused too
     refused_for(1.2, n1, n2, rogue, fleet["ids"])
     rogue.wait(lambda: peers(rogue) == [], 2)
-    legit, leaked = asyncio.run(_deliveries("nats://127.0.0.1:%d" % s1["port"], "nats://127.0.0.1:%d" % s2["port"],
-                                            "nats://127.0.0.1:%d" % ports["client"], fleet["ca"].path))
+    legit, leaked = asyncio.run(deliveries("nats://127.0.0.1:%d" % s1["port"], "nats://127.0.0.1:%d" % s2["port"],
+                                           "nats://127.0.0.1:%d" % ports["client"], fleet["ca"].path))
     assert legit >= 1 and leaked == 0, (legit, leaked)
     assert (peers(n1), peers(n2)) == ([id2], [id1])
 
