@@ -91,6 +91,11 @@ def nats_server_peer_urls(members, hostvars, scheme, port_var, default_port, sel
 
 
 @_filter
+def nats_server_monitor(variables):
+    return sc.monitor_endpoint(variables)
+
+
+@_filter
 def nats_server_remote_credentials(remotes, config_dir):
     """[{src, dest}] for the leaf remotes whose credentials the role pushes."""
     return [
@@ -170,6 +175,7 @@ class FilterModule(object):
             "nats_version_compare": nats_version_compare,
             "nats_server_profile": nats_server_profile,
             "nats_server_peer_urls": nats_server_peer_urls,
+            "nats_server_monitor": nats_server_monitor,
             "nats_server_remote_credentials": nats_server_remote_credentials,
             "nats_timestamp": nats_timestamp,
             "nats_duration_seconds": nats_duration_seconds,

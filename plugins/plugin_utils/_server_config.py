@@ -280,6 +280,54 @@ def peer_urls(members, hostvars, scheme, port_var, default_port, self_name=None)
     return urls
 
 
+# The nats_server role's defaults for what monitor_endpoint reads (a unit test holds them to the role's).
+MONITOR_DEFAULTS = {
+    "nats_server_http_host": "127.0.0.1",
+    "nats_server_http_port": 8222,
+    "nats_server_http_tls": False,
+    "nats_server_config_dir": "/etc/nats-server",
+    "nats_server_tls_ca_file": "",
+    "nats_server_tls_ca_src": "",
+}
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def monitor_endpoint(variables):
+    """Where a server's monitoring port is read on its own host, and the CA its certificate is verified
+    against there (empty over http): ``{url, ca}`` from the host's ``nats_server_*`` variables, the role's
+    defaults for those not set. A wildcard listener is read at 127.0.0.1; over https the CA is
+    ``nats_server_tls_ca_file``, else the bundle the role pushes from ``nats_server_tls_ca_src``."""
+    v = dict(MONITOR_DEFAULTS)
+    for key in MONITOR_DEFAULTS:
+        if hasattr(variables, "get") and variables.get(key) is not None:
+            v[key] = variables.get(key)
+    host = str(v["nats_server_http_host"]).strip()
+    host = "127.0.0.1" if host in _WILDCARDS else host
+    if ":" in host and not host.startswith("["):
+        host = "[%s]" % host
+    try:
+        port = int(v["nats_server_http_port"])
+    except (TypeError, ValueError):
+        raise ConfigError("nats_server_http_port: %r is not a port" % (v["nats_server_http_port"],))
+    tls = _truthy(v["nats_server_http_tls"], "nats_server_http_tls")
+    ca = ""
+    if tls:
+        ca = str(v["nats_server_tls_ca_file"] or "") or (
+            "%s/tls/ca.pem" % str(v["nats_server_config_dir"]).rstrip("/") if v["nats_server_tls_ca_src"] else "")
+    return {"url": "%s://%s:%d" % ("https" if tls else "http", host, port), "ca": ca}
+
+
+def _truthy(value, field):
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on", "y", "t"):
+        return True
+    if text in ("0", "false", "no", "off", "n", "f", ""):
+        return False
+    raise ConfigError("%s: %r is not a boolean" % (field, value))
+
+
 def _hostvar(hv, name):
     """A host's variable, or a key inside one (``nats_server_gateway.port``); None when it is not set."""
     node = hv

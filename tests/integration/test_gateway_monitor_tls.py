@@ -8,6 +8,7 @@ on 2.9.10, which behave alike here."""
 import asyncio
 import hashlib
 import json
+import os
 import signal
 import socket
 import ssl
@@ -19,7 +20,7 @@ import pytest
 
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
 
-from conftest import free_port, run_playbook
+from conftest import ROOT, free_port, run_playbook
 from pki import CA, fingerprint
 from test_route_security import deliveries
 
@@ -343,3 +344,32 @@ def test_https_monitoring_serves_a_renewed_certificate_after_a_reload(https_moni
     server.wait(lambda: served_certificate(port, ca.path, server_hostname="127.0.0.1") == fingerprint(renewed), 10)
     context = ssl.create_default_context(cafile=ca.path)
     assert https_get(port, "healthz", context) == {"status": "ok"}
+
+
+ROLLOUT_GATE = """
+- name: The rollout playbook's gate on each member's /healthz
+  ansible.builtin.include_tasks: {gate}
+  vars:
+    nats_rollout_gate_timeout: 2
+    _nats_rollout_gate:
+      what: the cluster is healthy
+      hosts: [localhost]
+      endpoint: healthz
+"""
+
+
+@pytest.mark.parametrize("trusts,passes", [("fleet", True), ("stranger", False)])
+def test_the_rollout_gates_read_https_monitoring_verified_against_the_hosts_ca(https_monitored, trusts, passes):
+    """The rollout playbook's gates read each member's monitoring port where nats_server_monitor says, with the
+    member's variables as the inventory gives them: over https, verified against its CA (a gate at http:// would
+    never see the server healthy and halt the rollout)."""
+    tmp_path = https_monitored["tmp_path"]
+    ca = https_monitored["ca"].path if trusts == "fleet" else CA(tmp_path, "stranger").path
+    host = {"nats_server_http_tls": True, "nats_server_http_port": https_monitored["s"]["http_port"],
+            "nats_server_tls_ca_file": ca}
+    gate = os.path.join(ROOT, "playbooks", "tasks", "rollout_gate.yml")
+    result = run_playbook(tmp_path, ROLLOUT_GATE.format(gate=gate), extra_args=["-e", json.dumps(host)])
+    assert (result.returncode == 0) is passes, result.stdout[-3000:]
+    if not passes:
+        assert "rollout halted at localhost: the cluster is healthy did not hold" in result.stdout, result.stdout[-3000:]
+        assert "CERTIFICATE_VERIFY_FAILED" in result.stdout, result.stdout[-3000:]
