@@ -143,14 +143,18 @@ def nats_server_stale_paths(files, wanted):
 
 
 def nats_server_masked_diff(after, before, secrets, name="config"):
-    """A unified diff of ``before`` and ``after`` with every secret in ``secrets`` masked, as lines."""
+    """A unified diff of ``before`` and ``after`` with every secret in ``secrets`` masked (as written, and as a URL
+    carries it), as lines."""
     import difflib
+    from urllib.parse import quote
+
+    forms = sorted(set(form for secret in secrets or [] if secret for form in (str(secret), quote(str(secret), safe=""))),
+                   key=len, reverse=True)
 
     def masked(text):
         text = str(text or "")
-        for secret in secrets or []:
-            if secret:
-                text = text.replace(str(secret), "********")
+        for form in forms:
+            text = text.replace(form, "********")
         return text.splitlines()
 
     return list(difflib.unified_diff(masked(before), masked(after), "before: " + name, "after: " + name, lineterm=""))

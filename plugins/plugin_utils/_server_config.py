@@ -532,25 +532,39 @@ def _tls_timeout(s):
 
 def _route_credentials(s):
     """The cluster's route user and password; every clustered server needs them."""
-    password = s.get("cluster_password")
+    return _link_credentials(s, "cluster", ROUTE_USER, "routes of cluster %s" % s.get("cluster_name"),
+                             "shared by the cluster's servers")
+
+
+def _gateway_credentials(s, name):
+    """The gateways' user and password; every gateway of the super-cluster needs them."""
+    return _link_credentials(s, "gateway", GATEWAY_USER, "gateways of cluster %s" % name,
+                             "shared by every cluster's gateways")
+
+
+def _link_credentials(s, prefix, default_user, what, shared):
+    """(user, password) that links between servers authenticate with: ``<prefix>_user`` and ``<prefix>_password``
+    (16 characters or more)."""
+    password, user = s.get(prefix + "_password"), s.get(prefix + "_user")
+    for field, value in (("password", password), ("user", user)):
+        if isinstance(value, (dict, list, tuple, set, bool)):
+            raise ConfigError("nats_server_%s_%s: expected a string, got %s" % (prefix, field, type(value).__name__))
     if password in (None, ""):
-        raise ConfigError("nats_server_cluster_password: routes of cluster %s must authenticate; set a password "
-                          "shared by the cluster's servers (the role generates one on the controller by default)"
-                          % s.get("cluster_name"))
+        raise ConfigError("nats_server_%s_password: the %s must authenticate; set a password %s (the role "
+                          "generates one on the controller by default)" % (prefix, what, shared))
     password = str(password)
     if len(password) < 16:
-        raise ConfigError("nats_server_cluster_password: the routes of cluster %s need a password of at least 16 "
-                          "characters" % s.get("cluster_name"))
-    user = str(s.get("cluster_user") or ROUTE_USER)
-    return user, password
+        raise ConfigError("nats_server_%s_password: the %s need a password of at least 16 characters"
+                          % (prefix, what))
+    return str(user or default_user), password
 
 
-def _with_credentials(url, user, password):
-    """A route URL that authenticates: ``nats-route://user:password@host:port`` (a URL that names its own
-    user is kept)."""
+def _with_credentials(url, user, password, where="nats_server_cluster_routes", scheme="nats-route"):
+    """A URL that authenticates: ``nats-route://user:password@host:port`` (a URL that names its own user is
+    kept)."""
     match = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)$", str(url))
     if not match:
-        raise ConfigError("nats_server_cluster_routes: %r is not a URL (nats-route://host:port)" % (url,))
+        raise ConfigError("%s: %r is not a URL (%s://host:port)" % (where, url, scheme))
     if "@" in match.group(2):
         return url
     return "%s%s:%s@%s" % (match.group(1), quote(user, safe=""), quote(password, safe=""), match.group(2))
@@ -573,6 +587,7 @@ def _web_listener(s, block, plaintext):
 
 _GATEWAY_REMOTE_KEYS = {"name", "urls", "url", "group", "tls"}
 GATEWAY_PORT = 7222
+GATEWAY_USER = "gateway"
 
 
 def _gateway(s, extra, plaintext):
@@ -617,6 +632,12 @@ def _gateway(s, extra, plaintext):
     for key, value in given.items():
         if key not in ("name", "host", "port", "listen", "advertise", "tls", "gateways"):
             gateway[key] = copy.deepcopy(value)
+    # gateways authenticate with the super-cluster's gateway password (a gateway authorization of the user's own is
+    # kept, and then the remotes' URLs are the user's to write)
+    credentials = None
+    if "authorization" not in given:
+        credentials = _gateway_credentials(s, name)
+        gateway["authorization"] = {"user": credentials[0], "password": credentials[1]}
     if "gateway" in plaintext:
         if given.get("tls"):
             gateway["tls"] = copy.deepcopy(given["tls"])
@@ -628,7 +649,8 @@ def _gateway(s, extra, plaintext):
         raise ConfigError("nats_server_gateway.gateways: expected a list of gateways ({name, urls}), got %r"
                           % (remotes,))
     if remotes:
-        gateway["gateways"] = [_gateway_remote(s, remote, index, plaintext) for index, remote in enumerate(remotes)]
+        gateway["gateways"] = [_gateway_remote(s, remote, index, plaintext, credentials)
+                               for index, remote in enumerate(remotes)]
     return gateway
 
 
@@ -655,7 +677,7 @@ def _given_urls(remote, where, known, shape=""):
     return list(remote.get("urls") or ([remote["url"]] if remote.get("url") else []))
 
 
-def _gateway_remote(s, remote, index, plaintext):
+def _gateway_remote(s, remote, index, plaintext, credentials):
     where = "nats_server_gateway.gateways[%d]" % index
     urls = _given_urls(remote, where, _GATEWAY_REMOTE_KEYS, " ({name, urls})")
     if not remote.get("name"):
@@ -666,6 +688,8 @@ def _gateway_remote(s, remote, index, plaintext):
                                           GATEWAY_PORT) if url not in urls]
     if not urls:
         raise ConfigError("%s: no urls (set urls, url or group)" % where)
+    if credentials:
+        urls = [_with_credentials(url, credentials[0], credentials[1], where + ".urls", "nats") for url in urls]
     out = {"name": remote["name"], "urls": urls}
     if remote.get("tls"):
         if "gateway" in plaintext:

@@ -25,6 +25,8 @@ from pki import CA, fingerprint
 from test_route_security import deliveries
 
 FLEET_CA = "fleet"
+GATEWAY_PASSWORD = "fleet-gateway-password-0123456789"
+WRONG_PASSWORD = "not-the-gateway-password-0123"
 
 
 def settings(ca, name, **over):
@@ -33,7 +35,7 @@ def settings(ca, name, **over):
     s = {"name": name, "inventory_hostname": name, "groups": {}, "hostvars": {},
          "listen_host": "127.0.0.1", "port": free_port(), "http_host": "127.0.0.1", "http_port": free_port(),
          "tls_cert_file": cert, "tls_key_file": key, "tls_ca_file": ca.path, "tls_timeout": 2,
-         "jetstream_enabled": False, "allow_anonymous": True}
+         "jetstream_enabled": False, "allow_anonymous": True, "gateway_password": GATEWAY_PASSWORD}
     s.update(over)
     return s
 
@@ -129,20 +131,26 @@ def test_two_clusters_exchange_messages_over_a_gateway_with_mutual_tls(super_clu
         assert got >= 1
 
 
-# the rogue's gateway TLS (None: plaintext), what the fleet's server logs on refusing it; alike on 2.9.10 and 2.15.1
+# the rogue's gateway TLS (None: plaintext), its credentials, what the fleet's server logs on refusing it; alike on
+# 2.9.10 and 2.15.1
 ROGUES = {
     # a stock server that connects to the gateway port without TLS: the gateway waits for a TLS handshake
     # that never comes, and drops the connection when its handshake timeout runs out
-    "plaintext": (None, "TLS gateway handshake error"),
+    "plaintext": (None, None, "TLS gateway handshake error"),
     # a certificate the fleet CA did not issue, from a CA with the same name; the rogue verifies nothing itself
-    "untrusted-cert": ("impostor", "certificate signed by unknown authority"),
+    "untrusted-cert": ("impostor", None, "certificate signed by unknown authority"),
+    # a certificate from the fleet CA itself (a host of the fleet, or its key stolen), without the gateway password
+    "fleet-cert-no-password": ("fleet", None, "authentication error"),
+    "fleet-cert-wrong-password": ("fleet", ("gateway", WRONG_PASSWORD), "authentication error"),
 }
 
 
-def rogue_conf(name, tls, ports, remote_port):
-    """A stock server (not the role's config) whose gateway connects to ``remote_port``."""
+def rogue_conf(name, tls, ports, remote_port, credentials=None):
+    """A stock server (not the role's config) whose gateway connects to ``remote_port``, with ``credentials`` (user,
+    password) in its URL."""
+    userinfo = "%s:%s@" % credentials if credentials else ""
     gateway = {"name": name, "listen": "127.0.0.1:%d" % ports["gateway"],
-               "gateways": [{"name": "east", "urls": ["nats://127.0.0.1:%d" % remote_port]}]}
+               "gateways": [{"name": "east", "urls": ["nats://%s127.0.0.1:%d" % (userinfo, remote_port)]}]}
     if tls:
         gateway["tls"] = dict(tls, insecure=True, timeout=2)
     return {"server_name": "rogue", "listen": "127.0.0.1:%d" % ports["client"],
@@ -152,19 +160,20 @@ def rogue_conf(name, tls, ports, remote_port):
 @pytest.mark.parametrize("case", sorted(ROGUES))
 @pytest.mark.parametrize("claims", ["rogue", "west"])
 def test_a_rogue_gateway_is_refused(super_cluster, nats_binary, start_server, case, claims):
-    """A gateway that connects in plaintext, or with a certificate the fleet CA did not issue, is refused: the
-    fleet's server logs why, keeps exactly its link with the other cluster (also when the rogue claims that
-    cluster's name), and a message published in the fleet reaches the other cluster but not a subscriber on
-    ``>`` at the rogue."""
-    tls_kind, refusal = ROGUES[case]
+    """A gateway that connects in plaintext, with a certificate the fleet CA did not issue, or with one it did but
+    without the gateway password, is refused: the fleet's server logs why, keeps exactly its link with the other
+    cluster (also when the rogue claims that cluster's name), and a message published in the fleet reaches the
+    other cluster but not a subscriber on ``>`` at the rogue."""
+    tls_kind, credentials, refusal = ROGUES[case]
     (east_s, east), (west_s, west) = super_cluster["nodes"]["east"], super_cluster["nodes"]["west"]
     tls = None
     if tls_kind:
-        cert, key = impostor_ca(super_cluster["tmp_path"]).issue("rogue")
+        ca = impostor_ca(super_cluster["tmp_path"]) if tls_kind == "impostor" else super_cluster["ca"]
+        cert, key = ca.issue("rogue")
         tls = {"cert_file": cert, "key_file": key}
     ports = {"client": free_port(), "http": free_port(), "gateway": free_port()}
     since = len(log(east))
-    rogue = start_server(nats_binary[0], sc.render(rogue_conf(claims, tls, ports, east_s["gateway"]["port"])),
+    rogue = start_server(nats_binary[0], sc.render(rogue_conf(claims, tls, ports, east_s["gateway"]["port"], credentials)),
                          "rogue", ports["http"])
     rogue.wait(lambda: "Creating outbound gateway connection" in log(rogue), 10)
     east.wait(lambda: refusal in log(east)[since:], 10)

@@ -22,7 +22,7 @@ def server_tls(tmp_path):
         ca = CA(tmp_path)
         cert, key = ca.issue("server")
         _TLS[str(tmp_path)] = {"tls_cert_file": cert, "tls_key_file": key, "tls_ca_file": ca.path, "tls_timeout": 5,
-                               "cluster_password": "r" * 32}
+                               "cluster_password": "r" * 32, "gateway_password": "g" * 32}
     return _TLS[str(tmp_path)]
 
 

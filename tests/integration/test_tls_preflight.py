@@ -116,7 +116,8 @@ def test_new_variables_of_the_wrong_type_are_refused_before_any_task(tmp_path):
                      nats_server_tls_verify_clients="maybe", nats_server_tls_handshake_first="perhaps",
                      nats_server_insecure_plaintext={"client": True}, nats_server_allow_anonymous="sometimes",
                      nats_server_tls_timeout="soon", nats_server_leafnodes_tls_verify="often",
-                     nats_server_tls_allow_non_tls="both")
+                     nats_server_tls_allow_non_tls="both", nats_server_gateway=["east"],
+                     nats_server_http_tls="maybe")
     host = dict(FACTS, ansible_connection="local", ansible_python_interpreter=sys.executable,
                 nats_server_config_dir=str(tmp_path / "host"), **variables)
     report, failures = run_play(tmp_path, "    - name: The role\n      ansible.builtin.include_role:\n"

@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from ansible.vars.hostvars import HostVars
 
@@ -11,6 +13,7 @@ HOSTVARS = {
 }
 GROUPS = {"hub": ["hub1", "hub2", "hub3"], "edge": ["edge1"]}
 ROUTE_PASSWORD = "p" * 24
+GATEWAY_PASSWORD = "gw-0123456789abcdef"
 ROUTE_AUTH = "route:%s@" % ROUTE_PASSWORD
 
 
@@ -21,7 +24,7 @@ def settings(**over):
         "http_host": "127.0.0.1", "http_port": 8222, "cluster_port": 6222,
         "jetstream_enabled": True, "jetstream_store_dir": "/var/lib/nats-server",
         # TLS has tests of its own (TLS below); route authentication is always on
-        "insecure_plaintext": ["all"], "cluster_password": ROUTE_PASSWORD,
+        "insecure_plaintext": ["all"], "cluster_password": ROUTE_PASSWORD, "gateway_password": GATEWAY_PASSWORD,
         # authentication has tests of its own (below)
         "allow_anonymous": True,
     }
@@ -477,7 +480,8 @@ def test_a_gateway_runs_mutual_tls_against_the_ca_like_routes():
         "name": "hub", "listen": "0.0.0.0:7222",
         "tls": {"cert_file": TLS["tls_cert_file"], "key_file": TLS["tls_key_file"], "ca_file": TLS["tls_ca_file"],
                 "verify": True, "timeout": 5.0},
-        "gateways": [{"name": "eu", "urls": ["nats://eu.example.net:7222"]}]}
+        "authorization": {"user": "gateway", "password": GATEWAY_PASSWORD},
+        "gateways": [{"name": "eu", "urls": ["nats://gateway:%s@eu.example.net:7222" % GATEWAY_PASSWORD]}]}
     assert conf["gateway"]["tls"] == conf["cluster"]["tls"]
 
 
@@ -557,7 +561,57 @@ def test_remote_gateways_from_an_inventory_group_at_their_own_gateway_port():
         {"name": "eu", "group": "eu", "urls": ["nats://eu-lb.example.net:7222"]}]}))
     assert conf["gateway"]["advertise"] == "hub1.example.net:7222"
     assert conf["gateway"]["gateways"] == [{"name": "eu", "urls": [
-        "nats://eu-lb.example.net:7222", "nats://eu1.example.net:7333", "nats://10.1.0.2:7222"]}]
+        "nats://gateway:%s@%s" % (GATEWAY_PASSWORD, address)
+        for address in ("eu-lb.example.net:7222", "eu1.example.net:7333", "10.1.0.2:7222")]}]
+
+
+def test_gateways_authenticate_with_the_super_clusters_password_also_in_plaintext():
+    """Like routes: the gateway takes only connections with the password (TLS against the CA proves the host, the
+    password that it belongs to this super-cluster), and connects with it; in plaintext too."""
+    for opt_out in ([], ["gateway"]):
+        conf = sc.build_config(gateway_settings(gateway_user="gw", insecure_plaintext=opt_out))["gateway"]
+        assert conf["authorization"] == {"user": "gw", "password": GATEWAY_PASSWORD}, opt_out
+        assert conf["gateways"][0]["urls"] == ["nats://gw:%s@eu.example.net:7222" % GATEWAY_PASSWORD], opt_out
+    # a URL with credentials of its own keeps them; a password with URL characters is quoted in the URLs
+    given = sc.build_config(gateway_settings(
+        {"port": 7222, "gateways": [{"name": "eu", "urls": ["nats://u:p@eu:7222", "nats://eu2:7222"]}]},
+        gateway_password="p@ss/word:0123456789"))["gateway"]
+    assert given["authorization"]["password"] == "p@ss/word:0123456789"
+    assert given["gateways"][0]["urls"] == ["nats://u:p@eu:7222", "nats://gateway:p%40ss%2Fword%3A0123456789@eu2:7222"]
+
+
+def test_a_gateway_authorization_of_ones_own_replaces_the_password():
+    own = {"user": "gw", "password": "theirs-0123456789"}
+    conf = sc.build_config(gateway_settings({"port": 7222, "authorization": own, "gateways": [
+        {"name": "eu", "urls": ["nats://gw:theirs-0123456789@eu:7222"]}]}, gateway_password=""))["gateway"]
+    assert conf["authorization"] == own
+    assert conf["gateways"][0]["urls"] == ["nats://gw:theirs-0123456789@eu:7222"]
+
+
+@pytest.mark.parametrize("password,message", [
+    ("", r"nats_server_gateway_password: the gateways of cluster hub must authenticate; set a password shared by "
+         r"every cluster's gateways"),
+    (None, r"nats_server_gateway_password: the gateways of cluster hub must authenticate"),
+    ("short", r"nats_server_gateway_password: the gateways of cluster hub need a password of at least 16 characters"),
+])
+def test_a_gateway_without_a_fit_password_is_refused(password, message):
+    with pytest.raises(sc.ConfigError, match=message):
+        sc.build_config(gateway_settings(gateway_password=password))
+    # without a gateway, no gateway password is needed
+    assert "gateway" not in sc.build_config(settings(gateway_password=password))
+
+
+@pytest.mark.parametrize("field,value", [("gateway_password", {"secret": 1}), ("gateway_user", ["gw"]),
+                                         ("cluster_password", ["p" * 20]), ("cluster_user", {"u": 1})])
+def test_link_credentials_of_the_wrong_type_are_refused(field, value):
+    with pytest.raises(sc.ConfigError, match=r"nats_server_%s: expected a string, got " % field):
+        sc.build_config(gateway_settings(**{field: value}))
+
+
+def test_a_new_gateway_password_restarts_the_server():
+    """nats-server reloads nothing of a gateway but its TLS ("config reload not supported for Gateway")."""
+    before = sc.restart_fingerprint(sc.build_config(gateway_settings()))
+    assert sc.restart_fingerprint(sc.build_config(gateway_settings(gateway_password="q" * 20))) != before
 
 
 def test_the_gateway_binds_where_the_other_listeners_do_unless_told():
@@ -657,3 +711,46 @@ def test_moving_monitoring_between_http_and_https_restarts():
     plain = sc.build_config(settings(**TLS))
     secure = sc.build_config(settings(http_tls=True, **TLS))
     assert sc.restart_fingerprint(plain) != sc.restart_fingerprint(secure)
+
+
+def test_the_config_diff_masks_the_route_and_gateway_passwords_as_written_and_in_urls():
+    s = gateway_settings(cluster_password="route/pass:0123456789", gateway_password="gate@pass 0123456789")
+    conf = sc.build_config(s)
+    after = sc.render(conf)
+    assert "route%2Fpass%3A0123456789" in after and "gate%40pass%200123456789" in after
+    from ansible_collections.nats_edge.fleet.plugins.filter import nats_server as filters
+
+    lines = filters.nats_server_masked_diff(after, "", [conf["cluster"]["authorization"]["password"],
+                                                         conf["gateway"]["authorization"]["password"]])
+    text = "\n".join(lines)
+    assert "********" in text
+    for needle in ("route/pass", "route%2Fpass", "gate@pass", "gate%40pass", "0123456789"):
+        assert needle not in text, needle
+
+
+def test_the_role_writes_its_config_without_the_templates_own_diff_when_it_holds_a_password():
+    """The template module's diff would show the passwords: config_write.yml turns it off whenever the config
+    holds one and shows the masked diff instead."""
+    import yaml
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "roles", "nats_server", "tasks", "config_write.yml")
+    with open(path) as handle:
+        text = handle.read()
+    tasks = yaml.safe_load(text)
+    flat = []
+
+    def walk(items):
+        for task in items or []:
+            flat.append(task)
+            for key in ("block", "rescue", "always"):
+                walk(task.get(key))
+
+    walk(tasks)
+    writes = [t for t in flat if "ansible.builtin.template" in t and "nats-server.conf" in str(t["ansible.builtin.template"])]
+    assert writes and all(t.get("diff") == "{{ _nats_server_config_secrets | length == 0 }}" for t in writes)
+    shown = [t for t in flat if "ansible.builtin.debug" in t and "nats-server.conf.j2" in str(t["ansible.builtin.debug"])]
+    assert shown and all("nats_server_masked_diff" in str(t["ansible.builtin.debug"]) and
+                         "_nats_server_config_secrets" in str(t["ansible.builtin.debug"]) for t in shown)
+    with open(os.path.join(os.path.dirname(path), "..", "vars", "main.yml")) as handle:
+        secrets = yaml.safe_load(handle)["_nats_server_config_secrets"]
+    assert "cluster.authorization.password" in secrets and "gateway.authorization.password" in secrets
