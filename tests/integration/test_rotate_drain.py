@@ -30,7 +30,6 @@ DRAIN = """
     name: nats_edge.fleet.nats_fleet
     tasks_from: rotate_drain
   vars:
-    _nats_server_monitor_url: http://127.0.0.1:{http}
     nats_server_http_port: {http}
     nats_fleet_wait_seconds: 2
     _nats_fleet_rotate_moved: {moved}
