@@ -104,8 +104,23 @@ lab-ready: venv
 
 # --- tests -----------------------------------------------------------------
 
-.PHONY: test
-test: lint unit integration integration-oldest molecule
+.PHONY: test test-lanes lane-integration lane-integration-oldest
+# The toolchains, the Debian server and the lab image first (they install packages), then the gates and the unit
+# tests, then four lanes side by side: the integration tests on the newest and on the oldest toolchain and the two
+# molecule lanes (each mostly waits on servers and hosts; their ports and container names are their own). Each
+# lane's output is shown whole when it ends. TEST_LANES=1 runs them one after another, with live output.
+TEST_LANES ?= 4
+test: venv venv-oldest lab-ready $(DEBIAN_NATS)
+	@$(MAKE) --no-print-directory lint unit
+	@$(MAKE) --no-print-directory test-lanes
+
+test-lanes:
+	@if [ "$(TEST_LANES)" = 1 ]; then $(MAKE) --no-print-directory integration integration-oldest molecule; \
+	else $(MAKE) --no-print-directory -j$(TEST_LANES) --output-sync=target lane-integration lane-integration-oldest \
+	  molecule-lane-fleet molecule-lane-data; fi
+
+lane-integration lane-integration-oldest: lane-%:
+	@start=$$(date +%s); $(MAKE) --no-print-directory $*; echo "$*: passed in $$(( $$(date +%s) - start )) s"
 
 .PHONY: unit
 unit: venv
