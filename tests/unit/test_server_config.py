@@ -720,8 +720,8 @@ def test_the_config_diff_masks_the_route_and_gateway_passwords_as_written_and_in
     assert "route%2Fpass%3A0123456789" in after and "gate%40pass%200123456789" in after
     from ansible_collections.nats_edge.fleet.plugins.filter import nats_server as filters
 
-    lines = filters.nats_server_masked_diff(after, "", [conf["cluster"]["authorization"]["password"],
-                                                         conf["gateway"]["authorization"]["password"]])
+    secrets = [conf["cluster"]["authorization"]["password"], conf["gateway"]["authorization"]["password"]]
+    lines = filters.nats_server_masked_diff(after, "", secrets)
     text = "\n".join(lines)
     assert "********" in text
     for needle in ("route/pass", "route%2Fpass", "gate@pass", "gate%40pass", "0123456789"):
