@@ -148,17 +148,36 @@ def test_contexts_one_per_domain_and_sys():
         ("sys", "nats://h1:4222", "/c/SYS/sys.creds"), ("importer", "nats://h1:4222", "/c/IMP/i.creds")]
 
 
-@pytest.mark.parametrize("inventory", ["lab", "edge-fleet"])
-def test_example_inventories_pass_the_checks(inventory):
+def _group_vars(inventory):
+    """{file: its variables} of an example inventory's group_vars (files and directories alike)."""
     base = os.path.join(ROOT, "inventories", inventory, "group_vars")
-    fleet = {}
-    for path in sorted(glob.glob(base + "/all/*.yml")):
-        fleet.update(yaml.safe_load(open(path)) or {})
-    _fleet.check(fleet["nats_accounts"], fleet["nats_exports"])
-    for path in sorted(glob.glob(base + "/*.yml")):
-        site = yaml.safe_load(open(path)) or {}
-        if site.get("nats_streams") or site.get("nats_consumers"):
-            _fleet.check(fleet["nats_accounts"], None, site.get("nats_streams"), site.get("nats_consumers"))
+    out = {}
+    for path in sorted(glob.glob(base + "/*.yml") + glob.glob(base + "/*/*.yml")):
+        with open(path) as handle:
+            out[os.path.relpath(path, base)] = yaml.safe_load(handle) or {}
+    return out
+
+
+@pytest.mark.parametrize("inventory", ["lab", "edge-fleet", "cross-region"])
+def test_example_inventories_pass_the_checks(inventory):
+    """Every list the fleet play converges, in every group_vars file of each example inventory, passes the
+    preflight's checks: accounts and exports, streams, consumers, KV buckets, object stores and fetches."""
+    files = _group_vars(inventory)
+    accounts = [a for data in files.values() for a in data.get("nats_accounts") or []]
+    exports = [e for data in files.values() for e in data.get("nats_exports") or []]
+    per_accounts = sum(1 + len(a.get("users") or []) for a in accounts)  # check() counts them at each call
+    checked = _fleet.check(accounts, exports) if accounts or exports else 0
+    expected = (per_accounts + len(exports)) if accounts or exports else 0
+    for name, data in files.items():
+        lists = {arg: data.get(var) for arg, var in _fleet.HOST_DATA if arg != "accounts" and data.get(var)}
+        checked += _fleet.check(accounts, None, where="%s: " % name,
+                                files_dir=os.path.join(ROOT, "inventories", inventory), **lists)
+        expected += per_accounts + sum(len(items) for items in lists.values())
+    assert checked == expected > 0
+    # what the inventories show is checked: each kind the fleet converges appears in one of them
+    if inventory == "lab":
+        kinds = set(var for data in files.values() for _arg, var in _fleet.HOST_DATA if data.get(var))
+        assert {"nats_streams", "nats_consumers", "nats_kv_buckets", "nats_object_stores", "nats_accounts"} <= kinds
 
 
 # --- push order ---------------------------------------------------------------

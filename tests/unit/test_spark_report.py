@@ -1,6 +1,7 @@
 """jetstream-aggregate --show: the aggregates of an output directory summed up per site and metric."""
 
 import json
+import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -62,3 +63,24 @@ def test_a_job_that_read_nothing_yet_says_it_runs_and_its_first_batch_counts_in_
     assert not telemetry.mark_started(out, "q1")
     assert json.load(open(tmp_path / "out" / "_state.json")) == state
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["_state.json"]
+
+
+def test_the_demos_telemetry_is_stamped_when_published_so_its_lag_is_the_pipelines():
+    """lab/spark-aggregates publishes with spread=0: every valid message carries the publish time, so the lag the
+    job reports is the real time to the hub stream; the default back-dates up to 299 s (several windows)."""
+    from pyspark_jetstream import reference
+
+    def stamps(**kwargs):
+        out = []
+        for _subject, payload in reference.sample(400, now=1000.0, **kwargs):
+            try:
+                out.append(json.loads(payload)["timestamp"])
+            except (ValueError, KeyError):
+                pass  # the invalid ones
+        return out
+
+    assert set(stamps(spread=0)) == {1000.0}
+    spread = stamps()
+    assert min(spread) == 1000.0 - 299 and max(spread) == 1000.0
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "lab", "spark-aggregates")) as handle:
+        assert "spread=0" in handle.read()

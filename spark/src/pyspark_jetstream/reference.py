@@ -76,10 +76,13 @@ def compute(messages, window_seconds):
     return rows, rejects
 
 
-def sample(count, start=0, now=None, sites=("spoke-1", "spoke-2")):
+def sample(count, start=0, now=None, sites=("spoke-1", "spoke-2"), spread=300):
     """(subject, payload) of edge telemetry as the edges send it, with a few
     invalid messages mixed in (a string value, a payload that is not JSON, a
-    missing timestamp): for tests and demonstrations."""
+    missing timestamp): for tests and demonstrations. Each timestamp is ``now``
+    back-dated by up to ``spread`` - 1 seconds, so the messages fall into several
+    windows; with ``spread=0`` every timestamp is ``now``, and the lag the job
+    reports is the real time from the edge to the hub stream."""
     import time
 
     now = time.time() if now is None else now
@@ -93,7 +96,8 @@ def sample(count, start=0, now=None, sites=("spoke-1", "spoke-2")):
             payload = json.dumps({"site": site, "metric": "temp", "value": 1.0})
         else:
             payload = json.dumps({"site": site, "metric": ("temp", "humidity")[number % 3 % 2],
-                                  "value": (number * 7) % 101 - 20.5, "timestamp": now - (number % 300)})
+                                  "value": (number * 7) % 101 - 20.5,
+                                  "timestamp": now - (number % spread if spread else 0)})
         yield "telemetry.%s.m" % site, payload.encode()
 
 
