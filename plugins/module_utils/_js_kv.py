@@ -58,6 +58,17 @@ KV_OPTIONS = dict(
     exclusive=dict(type="bool"),
 )
 
+# one bucket of the module's buckets list, and the module's options: the one definition of what a bucket takes
+# (the fleet's checks read it too)
+ITEM = dict(name=dict(type="str", required=True), state=dict(type="str", choices=["present", "absent"]))
+ITEM.update(copy.deepcopy(KV_OPTIONS))
+ARGUMENT_SPEC = dict(
+    copy.deepcopy(KV_OPTIONS),
+    name=dict(type="str"),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    buckets=dict(type="list", elements="dict", options=ITEM),
+)
+
 
 class BucketError(ValueError):
     """Input that cannot become a bucket, worded for the user."""

@@ -19,6 +19,14 @@ import tempfile
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
 
+# jetstream_object_fetch's options (the fleet's checks read them too)
+FETCH_ARGUMENT_SPEC = dict(
+    bucket=dict(type="str", required=True),
+    name=dict(type="str", required=True),
+    dest=dict(type="path", required=True),
+    mode=dict(type="raw", default="0644"),
+)
+
 ROLLUP = {"Nats-Rollup": "sub"}
 
 

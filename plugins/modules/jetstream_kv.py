@@ -249,8 +249,6 @@ deleted:
   elements: str
 """
 
-import copy
-
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import Entries
@@ -258,14 +256,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     NatsClient, NatsClientError, nats_module, require_nats_py)
 
-ITEM = dict(name=dict(type="str", required=True), state=dict(type="str", choices=["present", "absent"]))
-ITEM.update(copy.deepcopy(kv.KV_OPTIONS))
-ARGUMENT_SPEC = dict(
-    copy.deepcopy(kv.KV_OPTIONS),
-    name=dict(type="str"),
-    state=dict(type="str", choices=["present", "absent"], default="present"),
-    buckets=dict(type="list", elements="dict", options=ITEM),
-)
+ARGUMENT_SPEC = kv.ARGUMENT_SPEC
 
 
 def main():

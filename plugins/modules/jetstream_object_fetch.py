@@ -100,12 +100,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
 
-ARGUMENT_SPEC = dict(
-    bucket=dict(type="str", required=True),
-    name=dict(type="str", required=True),
-    dest=dict(type="path", required=True),
-    mode=dict(type="raw", default="0644"),
-)
+ARGUMENT_SPEC = objects.FETCH_ARGUMENT_SPEC
 
 
 def main():

@@ -48,21 +48,18 @@ class FleetError(ValueError):
 
 
 def _specs():
-    # imported late: the modules' specs are the one definition of what an item takes
-    from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream
-    from ansible_collections.nats_edge.fleet.plugins.modules import (
-        jetstream_consumer, jetstream_kv, jetstream_object_fetch, jetstream_object_store, nsc_account, nsc_export,
-        nsc_user)
-    stream_item = _js_stream.module_argspec()["streams"]["options"]
+    # imported late: the specs the modules take are the one definition of what an item takes
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import (
+        _js_consumer_manager, _js_content, _js_kv, _js_objects, _js_stream, _nsc_account, _nsc_export, _nsc_user)
     return {
-        "account": nsc_account.ARGUMENT_SPEC,
-        "user": nsc_user.ARGUMENT_SPEC,
-        "export": nsc_export.ARGUMENT_SPEC,
-        "stream": stream_item,
-        "consumer": jetstream_consumer.ARGUMENT_SPEC,
-        "kv": jetstream_kv.ITEM,
-        "objects": jetstream_object_store.ARGUMENT_SPEC,
-        "fetch": jetstream_object_fetch.ARGUMENT_SPEC,
+        "account": _nsc_account.ARGUMENT_SPEC,
+        "user": _nsc_user.ARGUMENT_SPEC,
+        "export": _nsc_export.ARGUMENT_SPEC,
+        "stream": _js_stream.module_argspec()["streams"]["options"],
+        "consumer": _js_consumer_manager.ARGUMENT_SPEC,
+        "kv": _js_kv.ITEM,
+        "objects": _js_content.OBJECT_STORE_OPTIONS,
+        "fetch": _js_objects.FETCH_ARGUMENT_SPEC,
     }
 
 
