@@ -97,6 +97,10 @@ class NatsClientError(Exception):
     """Connection, timeout or protocol trouble, worded for the user."""
 
 
+class NoRespondersError(NatsClientError):
+    """A request that nothing subscribes to: the server answered at once that nobody listens on the subject."""
+
+
 class JetStreamError(NatsClientError):
     """An error reply of the JetStream API."""
 
@@ -242,8 +246,8 @@ class NatsClient(object):
     async def _request(self, subject, data, timeout):
         try:
             msg = await self._nc.request(subject, data, timeout=timeout)
-        except nats_errors.NoRespondersError:
-            raise NatsClientError("nothing answers on %s" % subject)
+        except nats_errors.NoRespondersError as exc:
+            raise NoRespondersError("nothing answers on %s" % subject) from exc
         except (nats_errors.TimeoutError, asyncio.TimeoutError):
             raise NatsClientError("no reply on %s within %ss" % (subject, timeout))
         return msg.data
@@ -430,11 +434,9 @@ class JetStream(object):
         subject = "%s.%s" % (self.prefix, name)
         try:
             reply = self.client.request_json(subject, body, timeout)
-        except NatsClientError as exc:
-            if "nothing answers" in str(exc):
-                raise NatsClientError("no JetStream answers on %s (%s): check domain / api_prefix and that "
-                                      "JetStream is enabled for the account" % (subject, self.where()))
-            raise
+        except NoRespondersError as exc:
+            raise NoRespondersError("no JetStream answers on %s (%s): check domain / api_prefix and that "
+                                    "JetStream is enabled for the account" % (subject, self.where())) from exc
         error = reply.get("error")
         if error and error.get("err_code") == JS_NOT_ENABLED_FOR_ACCOUNT and not self._registered:
             # see NatsClient.register_account_everywhere: once per API handle, then the same request again

@@ -130,3 +130,28 @@ def test_a_store_that_keeps_failing_is_reported_with_its_tries(monkeypatch):
         client_module.JetStream(client).call("STREAM.UPDATE.orders", {"name": "orders"})
     except client_module.JetStreamError as exc:
         assert exc.err_code == 10049 and len(client.requests) == 1
+
+
+class _RaisingClient(object):
+    def __init__(self, exc):
+        self.exc = exc
+
+    def request_json(self, subject, body=None, timeout=None):
+        raise self.exc
+
+
+def test_no_responders_is_told_by_its_type_and_names_the_domain():
+    """A request nothing answers becomes NoRespondersError naming the domain (from the error it came from); another
+    client error goes on as it is, whatever its words."""
+    import pytest
+    from ansible_collections.nats_edge.fleet.plugins.module_utils import _nats_client as client_module
+
+    cause = client_module.NoRespondersError("nothing answers on $JS.hub.API.INFO")
+    with pytest.raises(client_module.NoRespondersError, match=r"no JetStream answers on \$JS\.hub\.API\.INFO "
+                                                              r"\(in domain 'hub'\): check domain") as raised:
+        client_module.JetStream(_RaisingClient(cause), domain="hub").call("INFO")
+    assert raised.value.__cause__ is cause
+    other = client_module.NatsClientError("nothing answers, says a message that is no refusal")
+    with pytest.raises(client_module.NatsClientError) as passed:
+        client_module.JetStream(_RaisingClient(other)).call("INFO")
+    assert passed.value is other
