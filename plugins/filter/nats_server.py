@@ -165,6 +165,32 @@ def nats_server_tls_problems(check, host, files, names, renew_before, now=None):
     return _certificates.problems(check, host, files, names, renew_before, now=now)
 
 
+# the systemd sandbox of every service the collection installs, in this order
+_HARDENING_HEAD = ("NoNewPrivileges=true", "CapabilityBoundingSet=", "ProtectSystem=strict")
+_HARDENING_BODY = ("ProtectHome=true", "PrivateTmp=true", "PrivateDevices=true", "ProtectKernelTunables=true",
+                   "ProtectKernelModules=true", "ProtectKernelLogs=true", "ProtectControlGroups=true",
+                   "ProtectClock=true", "ProtectHostname=true")
+_HARDENING_TAIL = ("RestrictNamespaces=true", "RestrictRealtime=true", "RestrictSUIDSGID=true", "LockPersonality=true")
+
+
+def nats_systemd_hardening(read_write_paths, address_families=None, deny_write_execute=True, comment=""):
+    """The [Service] lines that sandbox a unit: the filesystem read-only but ``read_write_paths``, no privileges,
+    the kernel's tunables and the host's devices out of reach, sockets of ``address_families`` only."""
+    paths = [read_write_paths] if isinstance(read_write_paths, str) else list(read_write_paths or [])
+    lines = list(_HARDENING_HEAD)
+    if paths:
+        lines.append("ReadWritePaths=" + " ".join(str(path) for path in paths))
+    lines += list(_HARDENING_BODY)
+    if comment:
+        lines.append("# " + comment)
+    lines.append("RestrictAddressFamilies=" + " ".join(address_families or ("AF_INET", "AF_INET6", "AF_UNIX")))
+    lines += list(_HARDENING_TAIL)
+    if deny_write_execute:
+        lines.append("MemoryDenyWriteExecute=true")
+    lines += ["SystemCallArchitectures=native", "UMask=0027"]
+    return "\n".join(lines)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -180,6 +206,7 @@ class FilterModule(object):
             "nats_server_profile": nats_server_profile,
             "nats_server_peer_urls": nats_server_peer_urls,
             "nats_server_monitor": nats_server_monitor,
+            "nats_systemd_hardening": nats_systemd_hardening,
             "nats_server_remote_credentials": nats_server_remote_credentials,
             "nats_timestamp": nats_timestamp,
             "nats_duration_seconds": nats_duration_seconds,
