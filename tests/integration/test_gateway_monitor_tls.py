@@ -360,7 +360,7 @@ ROLLOUT_GATE = """
   ansible.builtin.include_tasks: {gate}
   vars:
     nats_rollout_gate_timeout: 2
-    _nats_rollout_gate:
+    _nats_fleet_rollout_gate:
       what: the cluster is healthy
       hosts: [localhost]
       endpoint: healthz
@@ -376,7 +376,7 @@ def test_the_rollout_gates_read_https_monitoring_verified_against_the_hosts_ca(h
     ca = https_monitored["ca"].path if trusts == "fleet" else CA(tmp_path, "stranger").path
     host = {"nats_server_http_tls": True, "nats_server_http_port": https_monitored["s"]["http_port"],
             "nats_server_tls_ca_file": ca}
-    gate = os.path.join(ROOT, "playbooks", "tasks", "rollout_gate.yml")
+    gate = os.path.join(ROOT, "roles", "nats_fleet", "tasks", "rollout_gate.yml")
     result = run_playbook(tmp_path, ROLLOUT_GATE.format(gate=gate), extra_args=["-e", json.dumps(host)])
     assert (result.returncode == 0) is passes, result.stdout[-3000:]
     if not passes:

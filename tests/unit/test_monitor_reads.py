@@ -147,8 +147,8 @@ def every_monitor_read():
 
 def test_the_rollout_the_report_and_the_push_read_the_monitoring_port():
     files = set(path for path, _name, _uri in every_monitor_read())
-    for path in ("playbooks/report.yml", "playbooks/rollout.yml", "playbooks/tasks/rollout_gate.yml",
-                 "playbooks/tasks/rollout_leafs.yml", "playbooks/tasks/rollout_node.yml",
+    for path in ("playbooks/report.yml", "playbooks/rollout.yml", "roles/nats_fleet/tasks/rollout_gate.yml",
+                 "roles/nats_fleet/tasks/rollout_leafs.yml", "roles/nats_fleet/tasks/rollout_node.yml",
                  "roles/nats_fleet/tasks/push.yml", "roles/nats_server/tasks/health.yml"):
         assert path in files
 
