@@ -177,8 +177,12 @@ def test_a_rogue_gateway_is_refused(super_cluster, nats_binary, start_server, ca
                          "rogue", ports["http"])
     rogue.wait(lambda: "Creating outbound gateway connection" in log(rogue), 10)
     east.wait(lambda: refusal in log(east)[since:], 10)
-    expected = ((["west"], ["west"]), (["east"], ["east"]), ([], []))
-    holds(lambda: (gateways(east), gateways(west), gateways(rogue)), expected, 1.2)
+    # the fleet's servers never list the rogue and the rogue takes no gateway in; a rogue refused for its password
+    # (not its TLS) lists its own outbound attempt for the moment between east's INFO and east's refusal, as a rogue
+    # route does (test_route_security.refused_for), so only its inbound side is held for those
+    expected = ((["west"], ["west"]), (["east"], ["east"]), [] if credentials or tls_kind == "fleet" else ([], []))
+    holds(lambda: (gateways(east), gateways(west),
+                   gateways(rogue)[1] if credentials or tls_kind == "fleet" else gateways(rogue)), expected, 1.2)
     got, leaked = asyncio.run(deliveries(client_url(east_s), client_url(west_s),
                                          "nats://127.0.0.1:%d" % ports["client"], super_cluster["ca"].path,
                                          wait=10, settle=0.3))
