@@ -318,14 +318,13 @@ def monitor_endpoint(variables):
 
 
 def _truthy(value, field):
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on", "y", "t"):
-        return True
-    if text in ("0", "false", "no", "off", "n", "f", ""):
-        return False
-    raise ConfigError("%s: %r is not a boolean" % (field, value))
+    """Ansible's booleans (an empty value is false), or a ConfigError naming ``field``."""
+    from ansible.module_utils.parsing.convert_bool import boolean
+
+    try:
+        return boolean(value if value != "" else False, strict=True)
+    except TypeError:
+        raise ConfigError("%s: %r is not a boolean" % (field, value))
 
 
 def _hostvar(hv, name):
