@@ -108,7 +108,8 @@ lab-ready: venv
 # The toolchains, the Debian server and the lab image first (they install packages), then the gates and the unit
 # tests, then four lanes side by side: the integration tests on the newest and on the oldest toolchain and the two
 # molecule lanes (each mostly waits on servers and hosts; their ports and container names are their own). Each
-# lane's output is shown whole when it ends. TEST_LANES=1 runs them one after another, with live output.
+# lane's output is shown whole when it ends (and kept in build/lanes/); a summary of the lanes and of what failed
+# in them closes the output. TEST_LANES=1 runs them one after another, with live output.
 TEST_LANES ?= 4
 test: venv venv-oldest lab-ready $(DEBIAN_NATS)
 	@$(MAKE) --no-print-directory lint unit
@@ -116,7 +117,7 @@ test: venv venv-oldest lab-ready $(DEBIAN_NATS)
 
 test-lanes:
 	@if [ "$(TEST_LANES)" = 1 ]; then $(MAKE) --no-print-directory integration integration-oldest molecule; \
-	else $(MAKE) --no-print-directory -j$(TEST_LANES) --output-sync=target lane-integration lane-integration-oldest \
+	else LANE_LOGS=$(ROOT)/build/lanes tests/lanes.sh lane-integration lane-integration-oldest \
 	  molecule-lane-fleet molecule-lane-data; fi
 
 lane-integration lane-integration-oldest: lane-%:
@@ -154,7 +155,8 @@ molecule: lab-ready $(DEBIAN_NATS)
 	else $(MAKE) --no-print-directory -j2 --output-sync=target molecule-lane-fleet molecule-lane-data; fi
 
 molecule-lane-%:
-	@for s in $(MOLECULE_LANE_$*); do start=$$(date +%s); molecule test -s $$s || exit 1; \
+	@for s in $(MOLECULE_LANE_$*); do start=$$(date +%s); \
+	  molecule test -s $$s || { echo "molecule: $$s FAILED after $$(( $$(date +%s) - start )) s"; exit 1; }; \
 	  echo "molecule: $$s passed in $$(( $$(date +%s) - start )) s"; done
 
 # The whole fleet from site.yml on nine hosts, proven with real messages through
