@@ -4,7 +4,7 @@ Builds a store (operator, SYS with its system user, account APP) with the
 collection's JWT and store code, starts nine nats-servers on loopback in
 operator mode (full resolver, SYS preloaded) and, over one system-user
 connection to the first server, pushes a changed APP JWT N times through the
-collection's push function (``_nsc.push_account``) with expected=9:
+collection's push function (``_nsc.common.push_account``) with expected=9:
 
   confirm    the claims update until all nine servers answered (or the timeout)
   lookup     the CLAIMS.LOOKUP read-back that follows it
@@ -39,9 +39,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt  # noqa: E402
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc  # noqa: E402
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc  # noqa: E402
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient  # noqa: E402
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store  # noqa: E402
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store  # noqa: E402
 
 NATS_SERVER = os.path.join(os.path.dirname(sys.executable), "nats-server")
 SERVERS = 9

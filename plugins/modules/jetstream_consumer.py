@@ -302,8 +302,8 @@ diff:
   sample: {before: {ack_wait: 30s}, after: {ack_wait: 1m}}
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import ConsumerInputError
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer_manager import (
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_model import ConsumerInputError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_apply import (
     ARGUMENT_SPEC, ConsumerFailure, ConsumerManager, checked_consumer, consumer_label)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, NatsClient, NatsClientError, nats_module, require_nats_py)

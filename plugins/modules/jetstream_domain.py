@@ -212,19 +212,19 @@ import time
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import (
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_model import (
     ConsumerInputError, domain_version, plan, request_body)
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer_manager import (
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_apply import (
     ARGUMENT_SPEC as CONSUMER_OPTIONS, ConsumerFailure, ConsumerManager, checked_consumer, consumer_label)
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import STATUS_OK
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_report import INACTIVE_AFTER, InfoFailure, Report
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import STATUS_OK
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_reader import INACTIVE_AFTER, InfoFailure, Report
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import (
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.bucket_content import (
     OBJECT_STORE_OPTIONS, Entries, checked_objects, converge_objects)
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import AccountStreams, StreamFailure
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import AccountStreams, StreamFailure
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, JetStreamError, NatsClient, NatsClientError, connection_params, nats_module, require_nats_py)
 

@@ -319,8 +319,8 @@ unanswered:
 import contextlib
 import time
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import render_dot, render_report
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_report import INACTIVE_AFTER, InfoFailure, Report
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import render_dot, render_report
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_reader import INACTIVE_AFTER, InfoFailure, Report
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     NatsClient, NatsClientError, connection_params, nats_module, require_nats_py)

@@ -249,10 +249,10 @@ deleted:
   elements: str
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import Entries
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure, StreamManager
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.bucket_content import Entries
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import StreamFailure, StreamManager
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     NatsClient, NatsClientError, nats_module, require_nats_py)
 

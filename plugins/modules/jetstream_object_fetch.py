@@ -95,8 +95,8 @@ checksum:
   type: str
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
 

@@ -179,12 +179,12 @@ deleted:
   elements: str
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_content import (
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.bucket_content import (
     OBJECT_STORE_OPTIONS as ARGUMENT_SPEC, checked_objects, converge_objects)
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure, StreamManager
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import StreamFailure, StreamManager
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
 

@@ -594,8 +594,8 @@ diff:
   type: raw
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import AccountStreams, StreamFailure
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import AccountStreams, StreamFailure
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     NatsClientError, nats_module, require_nats_py)
 

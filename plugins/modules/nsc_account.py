@@ -236,11 +236,11 @@ retired_signing_keys:
   elements: str
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _bulk as bulk
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module, require_nats_py
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_account import ARGUMENT_SPEC, converge, label
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.account import ARGUMENT_SPEC, converge, label
 
 
 def main():

@@ -278,11 +278,11 @@ unconfirmed:
   elements: str
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _bulk as bulk
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module, require_nats_py
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_export import ARGUMENT_SPEC, CONSTRAINTS, converge, label
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.export import ARGUMENT_SPEC, CONSTRAINTS, converge, label
 
 
 def main():

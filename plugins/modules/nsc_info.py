@@ -99,10 +99,10 @@ dot:
 from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_graph as graph
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import graph
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import StoreError, directory_lock
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import StoreError, directory_lock
 
 ARGUMENT_SPEC = dict(
     nsc.STORE_ARGSPEC,

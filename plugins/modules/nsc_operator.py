@@ -120,9 +120,9 @@ signing_keys:
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_operator import ARGUMENT_SPEC, converge
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.operator import ARGUMENT_SPEC, converge
 
 
 def main():

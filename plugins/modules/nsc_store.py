@@ -154,16 +154,16 @@ diff:
 
 import os
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _bulk as bulk
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_account as account
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_export as export
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_graph as graph
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_operator as operator
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_user as user
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import account
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import export
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import graph
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import operator
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import user
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import StoreError, directory_lock
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import StoreError, directory_lock
 
 # the operator's options; the kinds' lists are checked against their own modules' specs
 OPERATOR_OPTIONS = ("signing_key", "service_urls", "account_server_url", "system_account", "system_user")

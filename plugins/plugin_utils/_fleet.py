@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._bulk import unknown_options
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.bulk import unknown_options
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain
 
 # Keys of an item that belong to the fleet, not to the module that converges it.
@@ -49,17 +49,18 @@ class FleetError(ValueError):
 
 def _specs():
     # imported late: the specs the modules take are the one definition of what an item takes
-    from ansible_collections.nats_edge.fleet.plugins.module_utils import (
-        _js_consumer_manager, _js_content, _js_kv, _js_objects, _js_stream, _nsc_account, _nsc_export, _nsc_user)
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import (
+        bucket_content, buckets, consumer_apply, object_transfer, stream_model)
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import account, export, user
     return {
-        "account": _nsc_account.ARGUMENT_SPEC,
-        "user": _nsc_user.ARGUMENT_SPEC,
-        "export": _nsc_export.ARGUMENT_SPEC,
-        "stream": _js_stream.module_argspec()["streams"]["options"],
-        "consumer": _js_consumer_manager.ARGUMENT_SPEC,
-        "kv": _js_kv.ITEM,
-        "objects": _js_content.OBJECT_STORE_OPTIONS,
-        "fetch": _js_objects.FETCH_ARGUMENT_SPEC,
+        "account": account.ARGUMENT_SPEC,
+        "user": user.ARGUMENT_SPEC,
+        "export": export.ARGUMENT_SPEC,
+        "stream": stream_model.module_argspec()["streams"]["options"],
+        "consumer": consumer_apply.ARGUMENT_SPEC,
+        "kv": buckets.ITEM,
+        "objects": bucket_content.OBJECT_STORE_OPTIONS,
+        "fetch": object_transfer.FETCH_ARGUMENT_SPEC,
     }
 
 
@@ -86,11 +87,11 @@ def _validate(kind, where, item, spec):
     if result.error_messages:
         raise FleetError("%s: %s" % (where, "; ".join(result.error_messages)))
     if kind == "stream":
-        from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream
+        from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model
         try:
-            _js_stream.desired_items({"streams": [result.validated_parameters], "state": "present",
-                                      "on_immutable_change": "fail", "allow_data_loss": False})
-        except _js_stream.StreamError as exc:
+            stream_model.desired_items({"streams": [result.validated_parameters], "state": "present",
+                                        "on_immutable_change": "fail", "allow_data_loss": False})
+        except stream_model.StreamError as exc:
             raise FleetError("%s: %s" % (where, exc))
 
 
@@ -200,13 +201,13 @@ def _some(names, shown=5):
 
 
 def _check_object_stores(stores, where, files_dir):
-    from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets
     seen = set()
     for i, store in enumerate(object_sources(stores, files_dir)):
         label = where + _label("objects", store, i)
         try:
-            _js_kv.check_bucket("object store", store["name"])
-        except _js_kv.BucketError as exc:
+            buckets.check_bucket("object store", store["name"])
+        except buckets.BucketError as exc:
             raise FleetError("%s.name: %s" % (label, exc))
         key = (store.get("account"), store["name"])
         if key in seen:

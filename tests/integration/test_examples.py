@@ -64,7 +64,7 @@ def jetstream_ready(url, creds, base, account, sys_creds, timeout=30):
     right after the cluster came up answers INFO but is refused STREAM.CREATE (10039) until its
     JWT arrives again, so it is sent again while waiting."""
     from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, JetStreamError
-    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         try:

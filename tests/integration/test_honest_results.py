@@ -4,7 +4,7 @@ then warns, and input that is valid but probably wrong gets a warning."""
 
 import os
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store
 
 from conftest import free_port, jetstream, operator_mode_conf, run_module
 from test_nsc_modules import tree_hash

@@ -76,7 +76,7 @@ def test_a_wrong_digest_leaves_the_file_alone(hub_and_leaf, tmp_path):
     assert run_module("jetstream_object_store", dict(hub, name="docs", objects=[
         {"name": "readme", "content": "hello"}]))["changed"]
     # a metadata message claiming another digest for the same chunks
-    from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
     from conftest import jetstream
     with jetstream(hub_and_leaf["hub"], "hub") as js:
         meta = json.loads(js.client.request("$JS.hub.API.DIRECT.GET.OBJ_docs", json.dumps(

@@ -8,7 +8,7 @@ import time
 import nats
 import pytest
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream import parse_version
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_model import parse_version
 
 
 class Peek:

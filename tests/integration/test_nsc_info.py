@@ -5,8 +5,8 @@ import json
 import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store
 
 
 def add_claims(store, account, **nats):

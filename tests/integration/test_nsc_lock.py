@@ -6,7 +6,7 @@ import concurrent.futures
 import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store
 
 from conftest import run_module
 

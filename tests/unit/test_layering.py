@@ -86,3 +86,47 @@ def test_the_module_utils_imports_form_no_circle():
 def test_the_circle_finder_finds_one():
     assert circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert circle({"a": {"b"}, "b": set()}) is None
+
+
+def one_letter_apart(a, b):
+    """Whether ``b`` is ``a`` with one letter added, dropped or changed."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    for i in range(len(b)):
+        if len(a) == len(b) and a[:i] + a[i + 1:] == b[:i] + b[i + 1:]:
+            return True
+        if len(a) < len(b) and a == b[:i] + b[i + 1:]:
+            return True
+    return False
+
+
+def test_no_two_module_utils_names_differ_by_one_letter():
+    base = os.path.join(ROOT, "plugins", "module_utils")
+    names = sorted(set(os.path.splitext(os.path.basename(p))[0].lstrip("_")
+                       for p in glob.glob(os.path.join(base, "**", "*.py"), recursive=True)
+                       if not p.endswith("__init__.py"))
+                   | set(os.path.basename(p).lstrip("_") for p in glob.glob(os.path.join(base, "*", ""))
+                         if not p.rstrip(os.sep).endswith("__pycache__")))
+    close = [(a, b) for i, a in enumerate(names) for b in names[i + 1:] if one_letter_apart(a, b)]
+    assert not close, close
+
+
+def test_the_one_letter_check_finds_a_pair():
+    assert one_letter_apart("nsc_export", "nsc_exports")
+    assert one_letter_apart("js_info", "js_infa")
+    assert not one_letter_apart("export", "export_claims")
+
+
+def test_the_unit_tests_mirror_the_plugins():
+    """tests/unit/plugins/<dir>/test_<name>.py tests plugins/<dir>/<name>.py (or _<name>.py)."""
+    base = os.path.join(ROOT, "tests", "unit", "plugins")
+    tests = glob.glob(os.path.join(base, "**", "test_*.py"), recursive=True)
+    assert len(tests) > 10
+    for path in tests:
+        folder = os.path.relpath(os.path.dirname(path), base)
+        name = os.path.basename(path)[len("test_"):]
+        candidates = [os.path.join(ROOT, "plugins", folder, prefix + name) for prefix in ("", "_")]
+        assert any(os.path.exists(c) for c in candidates), "%s tests no file of plugins/%s" % (
+            os.path.relpath(path, ROOT), folder)

@@ -5,7 +5,7 @@
 options, the decision to sign again, and pushing account JWTs to the full
 resolver. Private to the collection.
 
-Everything but ``push_account`` is pure; the store lives in ``_nsc_store``.
+Everything but ``push_account`` is pure; the store lives in ``store``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import (
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import (
     DEFAULT_KEYS_DIR, DEFAULT_LOCK_TIMEOUT, DEFAULT_STORE_DIR, StoreError)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
     canonical_time, check_subject, duration_ns, size_bytes)

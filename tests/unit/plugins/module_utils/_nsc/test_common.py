@@ -3,8 +3,8 @@
 import pytest
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import StoreError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import StoreError
 
 
 def test_jetstream_limits_take_sizes_and_default_to_unlimited():

@@ -8,8 +8,8 @@ fleet's store run use it). Private to the collection.
 from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store, StoreError, valid_name
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, StoreError, valid_name
 
 ARGUMENT_SPEC = dict(
     nsc.STORE_ARGSPEC,

@@ -12,9 +12,9 @@ import copy
 import json
 import os
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_objects as objects
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import StreamFailure
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import StreamFailure
 
 
 # jetstream_object_store's options (one store)

@@ -3,7 +3,7 @@
 import copy
 import re
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_info as ji
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import report_tables as ji
 from ansible_collections.nats_edge.fleet.plugins.modules.jetstream_info import Report
 
 SECOND = 10 ** 9

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_placement as jp
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import placement as jp
 
 LAYOUT = {
     "n1a": ["rg:1", "az:1a", "xr:123"], "n1b": ["rg:1", "az:1b"], "n1c": ["rg:1", "az:1c"],
@@ -135,8 +135,8 @@ def _check_placements(rounds, tags=("rg:2",)):
     """(the scripted client, the refusal or None) of the pre-check of one stream of 3 replicas."""
     from types import SimpleNamespace
 
-    from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
-    from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream_manager as manager
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_apply as manager
     stream = manager.StreamManager(_Module(), [])
     stream.js = SimpleNamespace(where=lambda: WHERE)
     plan = SimpleNamespace(action="create", fields=[], after={"num_replicas": 3, "placement": {"tags": list(tags)}})
@@ -149,7 +149,7 @@ def _check_placements(rounds, tags=("rg:2",)):
 
 
 def test_a_server_missing_from_one_reply_round_is_counted_from_the_next():
-    from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import LATE_REPLIES
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import LATE_REPLIES
     every = sorted(LAYOUT)
     # n2a misses the first two rounds, n2c answers only in the first: together they hold rg:2
     client, refused = _check_placements([[n for n in every if n != "n2a"], ["n2b"], ["n2a"]])
@@ -160,7 +160,7 @@ def test_a_server_missing_from_one_reply_round_is_counted_from_the_next():
 
 
 def test_a_placement_no_round_can_hold_is_refused_after_the_last_round():
-    from ansible_collections.nats_edge.fleet.plugins.module_utils._js_stream_manager import LATE_ROUNDS
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import LATE_ROUNDS
     client, refused = _check_placements([sorted(LAYOUT)] * 5, tags=["rg:3"])
     assert re.match(r"stream 'ORDERS' in domain 'xr': placement tags rg:3 cannot hold 3 replicas: .*"
                     r"2 distinct 'az:' zones", refused), refused

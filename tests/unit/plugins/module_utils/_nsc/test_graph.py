@@ -6,8 +6,8 @@ import json
 import pytest
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_graph as graph
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store, StoreError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import graph
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, StoreError
 
 ORDERS_EXPORTS = [
     {"name": "orders", "subject": "orders.>", "type": "stream"},

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_consumer as jc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import consumer_model as jc
 
 V2_9, V2_10, V2_12, V2_14, V2_15 = (2, 9), (2, 10), (2, 12, 8), (2, 14, 6), (2, 15, 1)
 SECOND = 10 ** 9

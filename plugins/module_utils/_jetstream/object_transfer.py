@@ -17,7 +17,7 @@ import json
 import os
 import tempfile
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
 
 # jetstream_object_fetch's options (the fleet's checks read them too)
 FETCH_ARGUMENT_SPEC = dict(

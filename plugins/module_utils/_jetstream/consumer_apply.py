@@ -7,7 +7,7 @@ check mode, report. Private to the collection; jetstream_consumer and the fleet'
 
 from __future__ import annotations
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_consumer import (
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_model import (
     FIELDS, ConsumerInputError, ImmutableChange, actual_config, check_name, desired_config, display, domain_version,
     duration_warnings, filter_warnings, merged_config, plan, request_body)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStreamError, NatsClientError

@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import check_certificate
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _certificates as certs
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "integration"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), *[os.pardir] * 3, "integration"))
 import pki  # noqa: E402  (the integration tests' certificates, made with the cryptography library)
 
 DAY = 86400.0

@@ -4,8 +4,8 @@ ownership of imports, overlap and cycle checks."""
 import pytest
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_exports as graph
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import StoreError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import export_claims as graph
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import StoreError
 
 KEYS = {name: jwt.public_key(jwt.new_seed("account")) for name in ("A", "B", "C", "EXC")}
 

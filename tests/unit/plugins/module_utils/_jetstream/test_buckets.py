@@ -1,5 +1,5 @@
 """The stream a key-value bucket maps to (nats clients' mapping)."""
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_kv as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
 
 
 def test_a_bucket_remembers_duplicates_for_two_minutes():

@@ -2,17 +2,17 @@
 # Copyright: contributors to nats_edge.fleet
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One export (or stream share) and its imports in an nsc store: plan the accounts' claims, write,
-push (nsc_export and the fleet's store run use it; the claims themselves are _nsc_exports'). Private to the
+push (nsc_export and the fleet's store run use it; the claims themselves are export_claims'). Private to the
 collection.
 """
 
 from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc as nsc
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _nsc_exports as graph
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import export_claims as graph
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient, NatsClientError
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store, StoreError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, StoreError
 
 ARGUMENT_SPEC = dict(
     nsc.STORE_ARGSPEC,

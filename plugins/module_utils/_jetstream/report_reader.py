@@ -8,7 +8,7 @@ jetstream_domain waits with it for the copies it converged to catch up.
 
 from __future__ import annotations
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._js_info import (
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import (
     LOCAL, STATUS_OK, apply_origin, domain_of, entry_filters, mark_stalled, replication_entries, replication_rows,
     row_key, stream_row)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (

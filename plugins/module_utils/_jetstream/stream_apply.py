@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import re
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_placement as js_placement
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import placement as js_placement
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, JetStreamError, NatsClient, NatsClientError, connection_params)
 

@@ -6,7 +6,7 @@
 A bucket is a stream with a fixed mapping (as the nats clients create it):
 ``KV_<bucket>`` on ``$KV.<bucket>.>``, an object store ``OBJ_<bucket>`` on
 ``$O.<bucket>.C.>`` (chunks) and ``$O.<bucket>.M.>`` (metadata). This module turns
-bucket options into the stream options of ``_js_stream``, so buckets get the
+bucket options into the stream options of ``stream_model``, so buckets get the
 stream manager's plan, diff, update rules and version awareness; and plans the
 entries of a key-value bucket. Pure functions, no Ansible or NATS imports.
 """

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _js_stream as js
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _units as units
 
 V2_9 = js.ServerVersion((2, 9, 10), True)

@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import Store, StoreError, atomic_write
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, StoreError, atomic_write
 
 
 def mode(path):

@@ -85,7 +85,7 @@ STREAM_OPTIONS = dict(
 
 CONTROL_OPTIONS = ("state", "on_immutable_change", "allow_data_loss")
 
-# what placements are checked against before anything is sent (see _js_placement)
+# what placements are checked against before anything is sent (see placement)
 PLACEMENT_CHECK_OPTIONS = dict(
     placement_servers=dict(type="list", elements="dict", options=dict(
         name=dict(type="str", required=True), cluster=dict(type="str"),

@@ -11,7 +11,7 @@ import yaml
 
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _fleet
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 4))
 KEY = "A" + "B" * 55
 SYS = "A" + "C" * 55
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import (
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import (
     Store, read_text, valid_name)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import subject_within
 

@@ -15,7 +15,7 @@ import copy
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc_store import StoreError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import StoreError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import check_subject, subject_within, subjects_collide
 
 RESPONSE_TYPES = ("Singleton", "Stream", "Chunked")
