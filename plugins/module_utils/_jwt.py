@@ -19,6 +19,8 @@ import re
 import time
 import traceback
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+
 NKEYS = "nkeys"
 _IMPORT_ERROR = None
 try:
@@ -37,7 +39,7 @@ _SET_LIKE = {"signing_keys", "tags", "allow", "deny", "operator_service_urls", "
 _VOLATILE = {"jti", "iat"}
 
 
-class JWTError(ValueError):
+class JWTError(NatsEdgeError, ValueError):
     pass
 
 

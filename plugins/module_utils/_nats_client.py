@@ -22,6 +22,7 @@ import traceback
 from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule, redact
 
 try:
@@ -30,11 +31,16 @@ except ImportError:  # pragma: no cover - every supported Python has it
     asyncio = None
 
 NATS_PY = "nats-py"
-# the JetStream API error "JetStream not enabled for account"
+# The JetStream API's error codes (err_code) the collection acts on, named once:
+# "consumer not found"
+JS_CONSUMER_NOT_FOUND = 10014
+# "JetStream not enabled for account"
 JS_NOT_ENABLED_FOR_ACCOUNT = 10039
 # "error creating store for stream" (the cause is only in a server's log) and "stream name already in use"
 JS_STREAM_STORE_FAILED = 10049
 JS_STREAM_NAME_IN_USE = 10058
+# "stream not found"
+JS_STREAM_NOT_FOUND = 10059
 # measured on 2.9.10 under load: a server that loads the account as the stream is assigned to it
 # can fail to make the account's store directory ("could not create storage directory ... no such
 # file or directory"); the meta leader then drops the assignment, and the same request a moment
@@ -93,7 +99,7 @@ JETSTREAM_ARGSPEC = dict(
 )
 
 
-class NatsClientError(Exception):
+class NatsClientError(NatsEdgeError):
     """Connection, timeout or protocol trouble, worded for the user."""
 
 

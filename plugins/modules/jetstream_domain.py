@@ -212,6 +212,7 @@ import time
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
@@ -251,7 +252,7 @@ ITEM_SPECS = dict(
 )
 
 
-class DomainError(Exception):
+class DomainError(NatsEdgeError):
     """Input or a failure worded for the user."""
 
 

@@ -119,6 +119,7 @@ seconds:
 import json
 import time
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     NatsClient, NatsClientError, nats_module, require_nats_py)
 
@@ -130,7 +131,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class ReconnectError(Exception):
+class ReconnectError(NatsEdgeError):
     pass
 
 

@@ -16,11 +16,13 @@ import ipaddress
 import re
 import time
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+
 RENEW_VAR = "nats_server_tls_renew_before"
 NAMES_VAR = "nats_server_tls_names"
 
 
-class CertificateError(ValueError):
+class CertificateError(NatsEdgeError, ValueError):
     """Input the check cannot judge."""
 
 

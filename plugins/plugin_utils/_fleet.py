@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.bulk import unknown_options
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain
 
@@ -43,7 +44,7 @@ _NOT_ITEM = {"store_dir", "keys_dir", "operator", "lock_timeout", "servers", "cr
              "expected_servers", "streams"}
 
 
-class FleetError(ValueError):
+class FleetError(NatsEdgeError, ValueError):
     """Inventory data the fleet cannot converge, worded for the user."""
 
 

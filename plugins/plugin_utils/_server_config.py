@@ -16,6 +16,7 @@ import re
 from urllib.parse import quote
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _units, _versions
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 
 _DURATION_RE = re.compile(r"^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$")
 
@@ -109,7 +110,7 @@ _LISTENERS = (
 )
 
 
-class ConfigError(ValueError):
+class ConfigError(NatsEdgeError, ValueError):
     """A setting that cannot become a valid nats-server config."""
 
 

@@ -18,6 +18,7 @@ import copy
 import json
 import re
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
 
 BUCKET_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -70,7 +71,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class BucketError(ValueError):
+class BucketError(NatsEdgeError, ValueError):
     """Input that cannot become a bucket, worded for the user."""
 
 

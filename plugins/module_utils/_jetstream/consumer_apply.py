@@ -7,13 +7,13 @@ check mode, report. Private to the collection; jetstream_consumer and the fleet'
 
 from __future__ import annotations
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_model import (
     FIELDS, ConsumerInputError, ImmutableChange, actual_config, check_name, desired_config, display, domain_version,
     duration_warnings, filter_warnings, merged_config, plan, request_body)
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStreamError, NatsClientError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
+    JS_CONSUMER_NOT_FOUND, JS_STREAM_NOT_FOUND, JetStreamError, NatsClientError)
 
-STREAM_NOT_FOUND = 10059
-CONSUMER_NOT_FOUND = 10014
 
 _DURATION = dict(type="raw")
 ARGUMENT_SPEC = dict(
@@ -69,7 +69,7 @@ def checked_consumer(module, params):
     return desired
 
 
-class ConsumerFailure(Exception):
+class ConsumerFailure(NatsEdgeError):
     """A failure worded for the user, with extra result keys."""
 
     def __init__(self, msg, **extra):
@@ -169,7 +169,7 @@ class ConsumerManager(object):
         try:
             return self.js.call("STREAM.INFO.%s" % self.stream)
         except JetStreamError as exc:
-            if exc.err_code == STREAM_NOT_FOUND:
+            if exc.err_code == JS_STREAM_NOT_FOUND:
                 return None
             self.fail("cannot read stream %r: %s (err_code %s)" % (self.stream, exc.description, exc.err_code))
 
@@ -177,7 +177,7 @@ class ConsumerManager(object):
         try:
             return self.js.call("CONSUMER.INFO.%s.%s" % (self.stream, self.name))
         except JetStreamError as exc:
-            if exc.err_code == CONSUMER_NOT_FOUND:
+            if exc.err_code == JS_CONSUMER_NOT_FOUND:
                 return None
             self.fail("cannot read the consumer: %s (err_code %s)" % (exc.description, exc.err_code))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import differences
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
     bare_seconds_warning, canonical_time, check_name as check_token, check_subject, duration_ns, format_duration,
     size_bytes, subjects_collide)
@@ -27,7 +28,7 @@ ACK_POLICIES = ("explicit", "all", "none")
 REPLAY_POLICIES = ("instant", "original")
 
 
-class ConsumerInputError(ValueError):
+class ConsumerInputError(NatsEdgeError, ValueError):
     """Input the server would refuse or misread; ``field`` names the option."""
 
     def __init__(self, field, message):
@@ -35,7 +36,7 @@ class ConsumerInputError(ValueError):
         super(ConsumerInputError, self).__init__("%s: %s" % (field, message) if field else message)
 
 
-class ImmutableChange(ValueError):
+class ImmutableChange(NatsEdgeError, ValueError):
     """Changes the server does not apply to an existing consumer."""
 
     def __init__(self, reasons, changed=()):

@@ -17,6 +17,7 @@ import json
 import os
 import tempfile
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
 
 # jetstream_object_fetch's options (the fleet's checks read them too)
@@ -30,7 +31,7 @@ FETCH_ARGUMENT_SPEC = dict(
 ROLLUP = {"Nats-Rollup": "sub"}
 
 
-class ObjectError(Exception):
+class ObjectError(NatsEdgeError):
     """An object that cannot be written or read as asked, worded for the user."""
 
 

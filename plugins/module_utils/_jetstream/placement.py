@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import parse_version
 
 EXCLUDE_PLACEMENT = "!jetstream"
@@ -28,7 +29,7 @@ EXCLUDE_PLACEMENT = "!jetstream"
 Server = namedtuple("Server", "name cluster domain tags jetstream")
 
 
-class PlacementError(Exception):
+class PlacementError(NatsEdgeError):
     """A placement the servers cannot satisfy, or server data that cannot be read."""
 
 

@@ -8,18 +8,18 @@ jetstream_domain waits with it for the copies it converged to catch up.
 
 from __future__ import annotations
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import (
     LOCAL, STATUS_OK, apply_origin, domain_of, entry_filters, mark_stalled, replication_entries, replication_rows,
     row_key, stream_row)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JetStream, JetStreamError, NatsClientError)
+    JS_STREAM_NOT_FOUND, JetStream, JetStreamError, NatsClientError)
 
-STREAM_NOT_FOUND = 10059
 # a copy whose origin has been quiet longer than this is called inactive (jetstream_info's default)
 INACTIVE_AFTER = "10s"
 
 
-class InfoFailure(Exception):
+class InfoFailure(NatsEdgeError):
     pass
 
 
@@ -46,7 +46,7 @@ class DomainReader(object):
         try:
             return self.js.call("STREAM.INFO.%s" % name)
         except JetStreamError as exc:
-            if exc.err_code == STREAM_NOT_FOUND:
+            if exc.err_code == JS_STREAM_NOT_FOUND:
                 return None
             raise InfoFailure("stream %r %s: %s (err_code %s)" % (name, self.js.where(), exc.description,
                                                                   exc.err_code))

@@ -12,10 +12,11 @@ from __future__ import annotations
 import contextlib
 import re
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import placement as js_placement
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JetStream, JetStreamError, NatsClient, NatsClientError, connection_params)
+    JS_STREAM_NOT_FOUND, JetStream, JetStreamError, NatsClient, NatsClientError, connection_params)
 
 _ORDER = ("delete", "update", "promote", "recreate", "create")
 _ENVELOPE = ("type", "total", "offset", "limit", "did_create")
@@ -186,7 +187,7 @@ class StreamManager(object):
         try:
             js.call("STREAM.INFO.%s" % origin)
         except JetStreamError as exc:
-            if exc.err_code == js_stream.ERR_STREAM_NOT_FOUND:
+            if exc.err_code == JS_STREAM_NOT_FOUND:
                 return "does not exist %s" % where
             return "could not be read %s (%s)" % (where, exc.description)
         except NatsClientError as exc:
@@ -197,7 +198,7 @@ class StreamManager(object):
         try:
             return self.js.call("STREAM.INFO.%s" % name)
         except JetStreamError as exc:
-            if exc.err_code == js_stream.ERR_STREAM_NOT_FOUND:
+            if exc.err_code == JS_STREAM_NOT_FOUND:
                 return None
             raise
 
@@ -309,7 +310,7 @@ def _summary(module, entries, actions, bulk):
     return result
 
 
-class StreamFailure(Exception):
+class StreamFailure(NatsEdgeError):
     """A failure after the plan: the result still reports what was sent."""
 
 

@@ -16,6 +16,7 @@ import re
 from collections import namedtuple
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import Diff, differences
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
     bare_seconds_warning,
     canonical_time,
@@ -28,7 +29,6 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
 )
 from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import api_level_version, parse_version
 
-ERR_STREAM_NOT_FOUND = 10059
 
 # --------------------------------------------------------------------------
 # options
@@ -117,7 +117,7 @@ def module_argspec():
     return spec
 
 
-class StreamError(Exception):
+class StreamError(NatsEdgeError):
     """Input or a requested change that cannot be applied, worded for the user."""
 
 

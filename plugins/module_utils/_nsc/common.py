@@ -20,6 +20,7 @@ import time
 from ansible.module_utils.basic import env_fallback
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import (
     DEFAULT_KEYS_DIR, DEFAULT_LOCK_TIMEOUT, DEFAULT_STORE_DIR, StoreError)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
@@ -233,7 +234,7 @@ def warn_loose_keys_dir(module, keys_dir):
 # the resolver
 
 
-class PushFailed(Exception):
+class PushFailed(NatsEdgeError):
     """A push that did not reach or was not confirmed by every server."""
 
 

@@ -37,6 +37,7 @@ import tempfile
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import check_name
 
 DEFAULT_STORE_DIR = "~/.local/share/nats/nsc/stores"
@@ -48,7 +49,7 @@ DIR_MODE = 0o700
 DEFAULT_LOCK_TIMEOUT = 120.0
 
 
-class StoreError(Exception):
+class StoreError(NatsEdgeError):
     """A store that is missing something or does not hold together."""
 
 
