@@ -213,6 +213,7 @@ import time
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._items import is_copy
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
@@ -500,7 +501,7 @@ class Domain(object):
 
 
 def _is_copy(desired):
-    return bool(desired.config.get("mirror") or desired.config.get("sources"))
+    return is_copy(desired.config)
 
 
 class Connections(object):

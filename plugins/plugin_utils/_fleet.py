@@ -11,16 +11,13 @@ on the controller, so a mistake in any item fails before the first change.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
 from urllib.parse import quote
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.bulk import unknown_options
+from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError, is_copy
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain
 
 # Keys of an item that belong to the fleet, not to the module that converges it.
@@ -72,28 +69,20 @@ def _item_spec(spec, kind):
     return item
 
 
-def _validate(kind, where, item, spec):
-    """``spec`` is (the item's option spec, its validator): a validator copies its spec when built,
-    so one serves every item of a kind."""
-    if not isinstance(item, dict):
-        raise FleetError("%s: expected a mapping, got %r" % (where, item))
-    params = {k: copy.deepcopy(v) for k, v in item.items() if k not in FLEET_KEYS[kind]}
-    item_spec, validator = spec
-    result = validator.validate(params)
-    unknown = unknown_options(params, item_spec)
-    if unknown:
-        raise FleetError("%s: unknown option%s %s; %s takes %s" % (
-            where, "s" if len(unknown) > 1 else "", ", ".join(unknown), _MODULES[kind],
-            ", ".join(sorted(item_spec) + sorted(FLEET_KEYS[kind]))))
-    if result.error_messages:
-        raise FleetError("%s: %s" % (where, "; ".join(result.error_messages)))
-    if kind == "stream":
-        from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model
-        try:
-            stream_model.desired_items({"streams": [result.validated_parameters], "state": "present",
-                                        "on_immutable_change": "fail", "allow_data_loss": False})
-        except stream_model.StreamError as exc:
-            raise FleetError("%s: %s" % (where, exc))
+def _validate(kind, where, item, checker):
+    """``checker``: the kind's ItemChecker (the one validator of list items, with the module's spec)."""
+    try:
+        checker.check(where, item)
+    except ItemError as exc:
+        raise FleetError(str(exc)) from exc
+
+
+def _stream_plan(validated):
+    """A stream item as jetstream_stream would take it: its plan's checks (retention, copies, limits)."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model
+    stream_model.desired_items({"streams": [validated], "state": "present",
+                                "on_immutable_change": "fail", "allow_data_loss": False})
+    return validated
 
 
 def _label(kind, item, index):
@@ -119,7 +108,8 @@ def check(accounts=None, exports=None, streams=None, consumers=None, where="", k
     specs = {}
     for kind, spec in _specs().items():
         item_spec = _item_spec(spec, kind)
-        specs[kind] = (item_spec, ArgumentSpecValidator(item_spec))
+        specs[kind] = ItemChecker(item_spec, accepted=FLEET_KEYS[kind], takes=_MODULES[kind],
+                                  then=_stream_plan if kind == "stream" else None)
     count = 0
     names = set()
     for i, account in enumerate(accounts or []):
@@ -393,7 +383,7 @@ def stream_batches(streams, default_account, creds_dir, admins, where="", kind="
         batch = batches.setdefault(account, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
                                              "origins": [], "copies": []})
         item = module_args(stream, kind)
-        if item.get("mirror") or item.get("sources"):
+        if is_copy(item):
             batch["copies"].append(item)
         else:
             batch["origins"].append(item)

@@ -14,6 +14,7 @@ import copy
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import differences
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._items import is_copy
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
     bare_seconds_warning, canonical_time, check_name as check_token, check_subject, duration_ns, format_duration,
     size_bytes, subjects_collide)
@@ -452,6 +453,6 @@ def filter_warnings(filters, stream_config):
     """Filters that can match none of the stream's own subjects (2.10 and newer accept them)."""
     stream_config = stream_config or {}
     subjects = stream_config.get("subjects") or []
-    if not subjects or stream_config.get("mirror") or stream_config.get("sources"):
+    if not subjects or is_copy(stream_config):
         return []
     return [f for f in filters if not any(subjects_collide(f, s) for s in subjects)]

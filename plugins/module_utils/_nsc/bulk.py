@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._items import unknown_options
+
 # the single form's spec and its constraints, less these task-level options
 TASK_LEVEL = ("store_dir", "keys_dir", "operator", "lock_timeout", "push", "expected_servers")
 
@@ -55,11 +57,6 @@ class ItemModule(object):
 
     def fail_json(self, msg=None, **result):
         raise ItemFailure(msg, result)
-
-
-def unknown_options(params, spec):
-    """The keys of ``params`` that are neither an option of ``spec`` nor an alias of one, sorted."""
-    return sorted(set(params) - set(spec) - {alias for option in spec.values() for alias in option.get("aliases", [])})
 
 
 def bulk_spec(item_spec, key, required=()):
