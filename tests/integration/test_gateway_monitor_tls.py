@@ -22,7 +22,8 @@ from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_con
 
 from conftest import ROOT, free_port, run_playbook
 from pki import CA, fingerprint
-from test_route_security import deliveries
+from test_route_security import deliveries, render, start
+from test_route_security import settings as route_settings
 
 FLEET_CA = "fleet"
 GATEWAY_PASSWORD = "fleet-gateway-password-0123456789"
@@ -30,25 +31,9 @@ WRONG_PASSWORD = "not-the-gateway-password-0123"
 
 
 def settings(ca, name, **over):
-    """The role's settings for server ``name`` on loopback, with a certificate from ``ca``."""
-    cert, key = ca.issue(name)
-    s = {"name": name, "inventory_hostname": name, "groups": {}, "hostvars": {},
-         "listen_host": "127.0.0.1", "port": free_port(), "http_host": "127.0.0.1", "http_port": free_port(),
-         "tls_cert_file": cert, "tls_key_file": key, "tls_ca_file": ca.path, "tls_timeout": 2,
-         "jetstream_enabled": False, "allow_anonymous": True, "gateway_password": GATEWAY_PASSWORD}
-    s.update(over)
-    return s
-
-
-def render(s, version):
-    conf, _dropped = sc.prune_for_version(sc.build_config(s), version)
-    return sc.render(conf)
-
-
-def start(start_server, nats_binary, s):
-    """A server running the config the role builds from ``s`` for this binary's version."""
-    binary, version = nats_binary
-    return start_server(binary, render(s, version), s["name"], s["http_port"])
+    """The role's settings for server ``name`` on loopback, with a certificate from ``ca`` and the gateway
+    password."""
+    return route_settings(ca, name, **dict({"gateway_password": GATEWAY_PASSWORD}, **over))
 
 
 def impostor_ca(tmp_path):

@@ -36,11 +36,16 @@ def settings(ca, name, **over):
     return s
 
 
+def render(s, version):
+    """The config the role builds from ``s`` for a server of ``version``."""
+    conf, _dropped = sc.prune_for_version(sc.build_config(s), version)
+    return sc.render(conf)
+
+
 def start(start_server, nats_binary, s):
     """A server running the config the role builds from ``s`` for this binary's version."""
     binary, version = nats_binary
-    conf, _dropped = sc.prune_for_version(sc.build_config(s), version)
-    return start_server(binary, sc.render(conf), s["name"], s["http_port"])
+    return start_server(binary, render(s, version), s["name"], s["http_port"])
 
 
 def impostor_ca(tmp_path):
