@@ -51,6 +51,16 @@ func main() {
 	start := time.Now()
 	count := 0
 	var bytes int
+	// took counts a message and tells whether it was the stream's last
+	took := func(m *nats.Msg) bool {
+		count++
+		bytes += len(m.Data)
+		meta, err := m.Metadata()
+		if err != nil {
+			fail(err)
+		}
+		return meta.Sequence.Stream >= last
+	}
 	switch *mode {
 	case "pull":
 		sub, err := js.PullSubscribe("", "", nats.BindStream(*stream), nats.AckNone(), nats.DeliverAll())
@@ -63,13 +73,7 @@ func main() {
 				fail(err)
 			}
 			for _, m := range msgs {
-				count++
-				bytes += len(m.Data)
-				meta, err := m.Metadata()
-				if err != nil {
-					fail(err)
-				}
-				if meta.Sequence.Stream >= last {
+				if took(m) {
 					done = true
 				}
 			}
@@ -85,13 +89,7 @@ func main() {
 			if err != nil {
 				fail(err)
 			}
-			count++
-			bytes += len(m.Data)
-			meta, err := m.Metadata()
-			if err != nil {
-				fail(err)
-			}
-			if meta.Sequence.Stream >= last {
+			if took(m) {
 				break
 			}
 		}

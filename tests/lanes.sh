@@ -39,7 +39,9 @@ for lane in "$@"; do
 done
 for lane in "${failed[@]}"; do
   echo "----- what failed in lane $lane -----"
-  grep -aE '^(FAILED|ERROR) |^molecule: .* FAILED|^E +[A-Za-z]*(Error|Exception)|failed=[1-9]|^fatal:|^CRITICAL|^ERROR|Timeout|[0-9]+ (failed|error)' \
-    "$logs/$lane.log" | cut -c1-300 | tail -n 25
+  # without colours and molecule's frame, the lines that name a failure: pytest's, Ansible's, a Python error's
+  sed -e 's/\x1b\[[0-9;]*m//g' -e 's/^ *│ *//' "$logs/$lane.log" |
+    grep -aE '^(FAILED|ERROR) |^molecule: .* FAILED|^E +[A-Za-z]*(Error|Exception)|failed=[1-9]|^fatal:|^CRITICAL|^ERROR|(^|[[:space:]])[0-9]+ (failed|errors?)\b|[A-Z][A-Za-z]+(Error|Exception): ' |
+    cut -c1-300 | tail -n 25
 done
 [ "${#failed[@]}" -eq 0 ]

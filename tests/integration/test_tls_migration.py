@@ -54,6 +54,9 @@ STREAM = "ORDERS"
 # more room; the failure message leads with the publishers' state and the leaf links)
 MAX_GAP = {"2.9.10": 30.0}
 MAX_GAP_NEWER = 10.0
+# how long the gates wait for a server to be healthy, as the rollout's gates do (nats_rollout_gate_timeout's
+# default); a 2.9.10 hub cluster on a loaded 2-core machine has been seen without a meta leader for over 30 s
+GATE_TIMEOUT = 120
 # what each step asks of the role: the variables every server gets
 STEPS = {
     "plaintext": dict(insecure_plaintext=["all"]),  # the previous release, routes without a password
@@ -182,7 +185,7 @@ class Fleet:
 
     def back(self, name):
         """The gates of the rollout playbook: healthy (JetStream-aware), its routes, its leaf connection."""
-        self.wait("%s healthy" % name, lambda: self.healthy(name))
+        self.wait("%s healthy" % name, lambda: self.healthy(name), GATE_TIMEOUT)
         self.wait("%s routes" % name, lambda: len(self.peers(name)) == len(self.members(name)) - 1)
         if name in SITE:
             self.wait("%s leaf connection" % name, lambda: self.leafs(name) == 1)
@@ -202,7 +205,7 @@ class Fleet:
         lame duck mode, started on the new config, then held at the gates."""
         self.step[name] = step
         for member in self.members(name):
-            self.wait("%s healthy before %s goes" % (member, name), lambda: self.healthy(member))
+            self.wait("%s healthy before %s goes" % (member, name), lambda: self.healthy(member), GATE_TIMEOUT)
         server = self.servers[name]
         server.proc.send_signal(signal.SIGUSR2)
         server.proc.wait(60)
