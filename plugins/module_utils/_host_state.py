@@ -26,6 +26,8 @@ import ssl
 import stat
 import time
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+
 UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState", "UnitFileState", "MainPID", "NeedDaemonReload")
 
 # Run with the Python asked about: the version and install location of each distribution named.
@@ -166,8 +168,13 @@ MINIMAL_FACTS = frozenset(["apparmor", "caps", "cmdline", "date_time", "distribu
                            "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"])
 
 
+class HostStateError(NatsEdgeError):
+    """A reading the host cannot be asked for, worded for the user."""
+
+
 def gather_facts(module, subset, timeout=10):
-    """The host's facts of ``subset``, gathered and named as ansible.builtin.setup gathers and names them."""
+    """The host's facts of ``subset``, gathered and named as ansible.builtin.setup gathers and names them; an unknown
+    subset name raises HostStateError."""
     from ansible.module_utils.facts import ansible_collector, default_collectors
     from ansible.module_utils.facts.namespace import PrefixFactNamespace
 
@@ -177,7 +184,7 @@ def gather_facts(module, subset, timeout=10):
             namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
             filter_spec=[], gather_subset=subset, gather_timeout=timeout, minimal_gather_subset=MINIMAL_FACTS)
     except Exception as exc:  # an unknown subset name, as setup reports it
-        module.fail_json(msg="gather_subset: %s" % exc)
+        raise HostStateError("gather_subset: %s" % exc) from exc
     return collector.collect(module=module)
 
 
@@ -315,7 +322,7 @@ def _handshake(server_context, client_context):
                 except ssl.SSLWantReadError:
                     pass
                 except (ssl.SSLError, ValueError) as exc:
-                    raise _Refused(side, exc)
+                    raise _Refused(side, exc) from exc
             data = outgoing.read()
             if data:
                 peer.write(data)
@@ -387,12 +394,12 @@ def _server(cert_file, key_file):
     except ssl.SSLError as exc:
         reason = _reason(exc)
         if "KEY_VALUES_MISMATCH" in str(exc) or reason == "KEY_VALUES_MISMATCH":
-            raise _Refused("key", "%s does not match the certificate's public key" % key_file)
+            raise _Refused("key", "%s does not match the certificate's public key" % key_file) from exc
         if "PEM" in str(exc) and "key" not in str(exc).lower():
-            raise _Refused("cert", "%s: not a PEM certificate (%s)" % (cert_file, reason))
-        raise _Refused("key", "%s: cannot be loaded with the certificate (%s)" % (key_file, reason))
+            raise _Refused("cert", "%s: not a PEM certificate (%s)" % (cert_file, reason)) from exc
+        raise _Refused("key", "%s: cannot be loaded with the certificate (%s)" % (key_file, reason)) from exc
     except OSError as exc:
-        raise _Refused("cert", "%s: %s" % (cert_file, _reason(exc)))
+        raise _Refused("cert", "%s: %s" % (cert_file, _reason(exc))) from exc
     return server
 
 
@@ -409,7 +416,7 @@ def _verify(cert_file, key_file, ca_file, mutual, check_time):
         else:
             client.load_default_certs()
     except (ssl.SSLError, OSError) as exc:
-        raise _Refused("ca", "%s: no usable CA certificate (%s)" % (ca_file, _reason(exc)))
+        raise _Refused("ca", "%s: no usable CA certificate (%s)" % (ca_file, _reason(exc))) from exc
     if not check_time:
         client.verify_flags = client.verify_flags | _NO_CHECK_TIME
     if mutual:
@@ -425,6 +432,6 @@ def _verify(cert_file, key_file, ca_file, mutual, check_time):
         return _handshake(server, client)
     except _Refused as exc:
         if exc.side == "client":
-            raise _Refused("cert", "%s does not verify against %s: %s" % (cert_file, trusted, _reason(exc.error)))
+            raise _Refused("cert", "%s does not verify against %s: %s" % (cert_file, trusted, _reason(exc.error))) from exc
         raise _Refused("cert", "%s is not accepted as a client's certificate by a peer that trusts %s (routes and "
-                       "leaf remotes present it): %s" % (cert_file, trusted, _reason(exc.error)))
+                       "leaf remotes present it): %s" % (cert_file, trusted, _reason(exc.error))) from exc

@@ -138,9 +138,13 @@ def connection_params(params, creds):
     return dict(params, creds=creds, nkey_seed=None, user=None, password=None, token=None)
 
 
-def require_nats_py(module):
-    if not load_nats_py(module.params.get("servers") or ()):
-        module.fail_json(msg=missing_required_lib(NATS_PY), exception=_IMPORT_ERROR)
+def require_nats_py(params):
+    """Raise NatsClientError, worded as ansible's missing_required_lib with the import's traceback in its result
+    (``exception``), when nats-py cannot be imported. ``params``: the task's options (their ``servers`` decide
+    whether the websocket transport is loaded); a module is taken for its params."""
+    params = getattr(params, "params", params) or {}
+    if not load_nats_py(params.get("servers") or ()):
+        raise NatsClientError(missing_required_lib(NATS_PY), exception=_IMPORT_ERROR)
 
 
 class NatsClient(object):
@@ -217,7 +221,7 @@ class NatsClient(object):
             return await self._open(options)
         except Exception as exc:
             raise NatsClientError("cannot connect to %s: %s" % (", ".join(redact(s) for s in self.servers),
-                                                                _describe(exc)))
+                                                                _describe(exc))) from exc
 
     def register_account_everywhere(self):
         """Connect once to each server in ``servers`` with this run's credentials.
@@ -254,8 +258,8 @@ class NatsClient(object):
             msg = await self._nc.request(subject, data, timeout=timeout)
         except nats_errors.NoRespondersError as exc:
             raise NoRespondersError("nothing answers on %s" % subject) from exc
-        except (nats_errors.TimeoutError, asyncio.TimeoutError):
-            raise NatsClientError("no reply on %s within %ss" % (subject, timeout))
+        except (nats_errors.TimeoutError, asyncio.TimeoutError) as exc:
+            raise NatsClientError("no reply on %s within %ss" % (subject, timeout)) from exc
         return msg.data
 
     def request_json(self, subject, body=None, timeout=None):
@@ -263,8 +267,8 @@ class NatsClient(object):
         raw = self.request(subject, data, timeout)
         try:
             return json.loads(raw.decode() or "{}")
-        except ValueError:
-            raise NatsClientError("reply on %s is not JSON: %r" % (subject, raw[:200]))
+        except ValueError as exc:
+            raise NatsClientError("reply on %s is not JSON: %r" % (subject, raw[:200])) from exc
 
     def gather(self, subject, data=b"", timeout=None, expect=None, idle=None):
         """Every reply to one request until ``expect`` replies arrived, no further
@@ -355,9 +359,9 @@ class NatsClient(object):
             all_sent[0] = True
             if waiting:
                 await asyncio.wait_for(done.wait(), timeout)
-        except (asyncio.TimeoutError, nats_errors.TimeoutError):
+        except (asyncio.TimeoutError, nats_errors.TimeoutError) as exc:
             raise NatsClientError("%d requests got no reply within %ss (the first on %s)" % (
-                len(waiting), timeout, subjects[min(waiting.values())] if waiting else "?"))
+                len(waiting), timeout, subjects[min(waiting.values())] if waiting else "?")) from exc
         finally:
             await sub.unsubscribe()
         return [replies[index] for index in range(1, count + 1)]
@@ -400,9 +404,9 @@ class NatsClient(object):
                         found.append((msg.subject, dict(msg.headers or {}), msg.data, _stream_sequence(msg.reply)))
             finally:
                 await sub.unsubscribe()
-        except (nats_errors.TimeoutError, asyncio.TimeoutError):
+        except (nats_errors.TimeoutError, asyncio.TimeoutError) as exc:
             raise NatsClientError("reading %s of stream %s: no message within %ss (%d of %d read)" % (
-                filter_subject, stream, timeout, len(found), expected))
+                filter_subject, stream, timeout, len(found), expected)) from exc
         finally:
             try:
                 await self._nc.request("%s.CONSUMER.DELETE.%s.%s" % (api_prefix, stream, consumer), b"",
@@ -505,7 +509,7 @@ def _read(path, option):
         with open(path, "rb") as handle:
             return handle.read().decode("utf-8", errors="replace")
     except OSError as exc:
-        raise NatsClientError("%s: cannot read %s: %s" % (option, path, exc.strerror or exc))
+        raise NatsClientError("%s: cannot read %s: %s" % (option, path, exc.strerror or exc)) from exc
 
 
 def check_creds_file(path, option="creds"):
@@ -514,14 +518,14 @@ def check_creds_file(path, option="creds"):
     try:
         return jwt.parse_creds(_read(path, option))[1]
     except jwt.JWTError as exc:
-        raise NatsClientError("%s: %s is %s" % (option, path, exc))
+        raise NatsClientError("%s: %s is %s" % (option, path, exc)) from exc
 
 
 def _check_seed_file(path, option="nkey_seed"):
     try:
         jwt.check_seed(_read(path, option).strip(), "user")
     except jwt.JWTError as exc:
-        raise NatsClientError("%s: %s does not hold a user nkey seed (%s)" % (option, path, exc))
+        raise NatsClientError("%s: %s does not hold a user nkey seed (%s)" % (option, path, exc)) from exc
 
 
 def _tls_context(p):
@@ -533,13 +537,13 @@ def _tls_context(p):
     try:
         context = ssl.create_default_context(cafile=p.get("tls_ca"))
     except ssl.SSLError as exc:
-        raise NatsClientError("tls_ca: %s holds no usable CA certificate (%s)" % (p["tls_ca"], exc.reason or exc))
+        raise NatsClientError("tls_ca: %s holds no usable CA certificate (%s)" % (p["tls_ca"], exc.reason or exc)) from exc
     if p.get("tls_cert"):
         try:
             context.load_cert_chain(p["tls_cert"], p.get("tls_key"))
         except ssl.SSLError as exc:
             raise NatsClientError("tls_cert/tls_key: cannot load the client certificate %s with key %s (%s)" % (
-                p["tls_cert"], p.get("tls_key") or "(in the same file)", exc.reason or exc))
+                p["tls_cert"], p.get("tls_key") or "(in the same file)", exc.reason or exc)) from exc
     return context
 
 

@@ -302,18 +302,22 @@ diff:
   sample: {before: {ack_wait: 30s}, after: {ack_wait: 1m}}
 """
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_model import ConsumerInputError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_apply import (
     ARGUMENT_SPEC, ConsumerFailure, ConsumerManager, checked_consumer, consumer_label)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JetStream, NatsClient, NatsClientError, nats_module, require_nats_py)
+    JetStream, NatsClient, nats_module, require_nats_py)
 
 
 def main():
     module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True,
                          mutually_exclusive=[["filter_subject", "filter_subjects"]])
-    require_nats_py(module)
     params = module.params
+    try:
+        require_nats_py(params)
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
     label = consumer_label(params)
     try:
         desired = checked_consumer(module, params)
@@ -325,10 +329,8 @@ def main():
             js = JetStream(client, domain=params.get("domain"), api_prefix=params.get("api_prefix"))
             result = ConsumerManager(module, js).run(desired)
     except ConsumerFailure as exc:
-        extra = dict(exc.extra)
-        extra.setdefault("actions", [])
-        module.fail_json(msg=exc.msg, **extra)
-    except NatsClientError as exc:
+        fail_from(module, exc, actions=exc.result.get("actions", []))
+    except NatsEdgeError as exc:
         module.fail_json(msg="%s: %s" % (label, exc), changed=False)
     module.exit_json(**result)
 

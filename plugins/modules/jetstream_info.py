@@ -319,6 +319,7 @@ unanswered:
 import contextlib
 import time
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import render_dot, render_report
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_reader import INACTIVE_AFTER, InfoFailure, Report
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
@@ -365,23 +366,26 @@ def _in_account(row, key):
     return dict(row, **{key: "%s, account %s" % (row[key], row["account"])})
 
 
-def _duration(module, option):
-    value = module.params[option]
+def _duration(params, option):
+    value = params[option]
     if value is None:
         return None
     try:
         return duration_ns(value)
     except ValueError as exc:
-        module.fail_json(msg="%s: %s" % (option, exc))
+        raise InfoFailure("%s: %s" % (option, exc)) from exc
 
 
 def main():
     module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True,
                          mutually_exclusive=[["domains", "domain"], ["domains", "api_prefix"]])
-    require_nats_py(module)
     params = module.params
-    inactive_after = _duration(module, "inactive_after")
-    recheck_after = _duration(module, "recheck_after")
+    try:
+        require_nats_py(params)
+        inactive_after = _duration(params, "inactive_after")
+        recheck_after = _duration(params, "recheck_after")
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
     if params["domains"]:
         targets = [(domain, None) for domain in params["domains"]]
     else:
@@ -408,7 +412,7 @@ def main():
                 for report, streams in zip(reports, lagging):
                     report.recheck(streams)
     except InfoFailure as exc:
-        module.fail_json(msg=str(exc))
+        fail_from(module, exc)
     except NatsClientError as exc:
         module.fail_json(msg="cannot read streams%s: %s" % (" as account %s" % reading if reading else "", exc))
 
@@ -416,9 +420,12 @@ def main():
     if not result["domains"]:
         module.fail_json(msg="no JetStream domain answered: %s" % "; ".join(
             "%s: %s" % (u["domain"], u["error"]) for u in result["unanswered"]), unanswered=result["unanswered"])
-    for report, (_account, _connection, wanted) in zip(reports, readers):
-        if wanted:
-            report.check_found(wanted)
+    try:
+        for report, (_account, _connection, wanted) in zip(reports, readers):
+            if wanted:
+                report.check_found(wanted)
+    except InfoFailure as exc:
+        fail_from(module, exc)
     module.exit_json(**result)
 
 

@@ -249,12 +249,13 @@ deleted:
   elements: str
 """
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.bucket_content import Entries
-from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import StreamFailure, StreamManager
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import StreamManager
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    NatsClient, NatsClientError, nats_module, require_nats_py)
+    NatsClient, nats_module, require_nats_py)
 
 ARGUMENT_SPEC = kv.ARGUMENT_SPEC
 
@@ -267,9 +268,12 @@ def main():
         items = kv.declared_buckets(params)
         declared_streams = js_stream.desired_items({"streams": kv.bucket_stream_items(items), "state": params["state"],
                                                     "on_immutable_change": "fail", "allow_data_loss": False})
-    except (kv.BucketError, js_stream.StreamError) as exc:
-        module.fail_json(msg=str(exc), changed=False, actions=[])
-    require_nats_py(module)
+    except NatsEdgeError as exc:
+        fail_from(module, exc, changed=False, actions=[])
+    try:
+        require_nats_py(params)
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
     manager = StreamManager(module, declared_streams)
     per_bucket, diffs = [], []
     try:
@@ -287,9 +291,9 @@ def main():
                 if module._diff:
                     diffs.append(dict(before=dict((entry.get("diff") or {}).get("before") or {}, entries=before),
                                       after=dict((entry.get("diff") or {}).get("after") or {}, entries=after)))
-    except (kv.BucketError, js_stream.StreamError, StreamFailure, NatsClientError) as exc:
-        module.fail_json(msg=str(exc), changed=any(b["changed"] for b in per_bucket) or manager.result(True)["changed"],
-                         actions=manager.js.actions if manager.js else [])
+    except NatsEdgeError as exc:
+        fail_from(module, exc, changed=any(b["changed"] for b in per_bucket) or manager.result(True)["changed"],
+                  actions=manager.js.actions if manager.js else [])
     result = dict(changed=any(b["changed"] for b in per_bucket), actions=manager.js.actions)
     if params.get("buckets") is not None:
         result["buckets"] = per_bucket

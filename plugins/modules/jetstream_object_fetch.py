@@ -95,10 +95,10 @@ checksum:
   type: str
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JetStream, JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
+    JetStream, NatsClient, nats_module, require_nats_py)
 
 ARGUMENT_SPEC = objects.FETCH_ARGUMENT_SPEC
 
@@ -109,15 +109,18 @@ def main():
     where = "object %r of bucket %r" % (p["name"], p["bucket"])
     try:
         mode = objects.checked_fetch(p["bucket"], p["mode"], p["dest"])
-    except (kv.BucketError, objects.ObjectError) as exc:
+    except NatsEdgeError as exc:
         module.fail_json(msg="%s: %s" % (where, exc))
-    require_nats_py(module)
+    try:
+        require_nats_py(p)
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
     try:
         with NatsClient(p) as client:
             js = JetStream(client, domain=p.get("domain"), api_prefix=p.get("api_prefix"))
             result, before = objects.fetch_to_file(client, js, p["bucket"], p["name"], p["dest"], mode,
                                                    module.check_mode)
-    except (objects.ObjectError, NatsClientError, JetStreamError, OSError) as exc:
+    except (NatsEdgeError, OSError) as exc:
         module.fail_json(msg="%s: %s" % (where, exc))
     if module._diff:
         result["diff"] = dict(before={"digest": before}, after={"digest": result["digest"]})

@@ -179,14 +179,14 @@ deleted:
   elements: str
 """
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
-from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.bucket_content import (
     OBJECT_STORE_OPTIONS as ARGUMENT_SPEC, checked_objects, converge_objects)
-from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import StreamFailure, StreamManager
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import StreamManager
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JetStreamError, NatsClient, NatsClientError, nats_module, require_nats_py)
+    NatsClient, nats_module, require_nats_py)
 
 
 def main():
@@ -195,9 +195,12 @@ def main():
     try:
         wanted = checked_objects(params)
         declared = js_stream.desired_items({"streams": [kv.store_stream_item(params)]})
-    except (kv.BucketError, js_stream.StreamError, OSError) as exc:
-        module.fail_json(msg=str(exc), changed=False, actions=[])
-    require_nats_py(module)
+    except (NatsEdgeError, OSError) as exc:
+        fail_from(module, exc, changed=False, actions=[])
+    try:
+        require_nats_py(params)
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
     manager = StreamManager(module, declared)
     result = dict(uploaded=[], updated=[], deleted=[])
     try:
@@ -216,8 +219,7 @@ def main():
                                           after=dict(entry.get("diff", {}).get("after") or {}, objects=diff["after"]))
             elif module._diff:
                 result["diff"] = entry.get("diff")
-    except (kv.BucketError, js_stream.StreamError, StreamFailure, NatsClientError, JetStreamError,
-            objects.ObjectError, OSError) as exc:
+    except (NatsEdgeError, OSError) as exc:
         module.fail_json(msg="object store %r: %s" % (params["name"], exc), changed=bool(
             result.get("changed") or result["uploaded"] or manager.result(False)["changed"]),
             actions=manager.js.actions if manager.js else [], **dict((k, result[k]) for k in ("uploaded",)))

@@ -594,10 +594,11 @@ diff:
   type: raw
 """
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
-from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import AccountStreams, StreamFailure
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import AccountStreams
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    NatsClientError, nats_module, require_nats_py)
+    nats_module, require_nats_py)
 
 
 def main():
@@ -605,18 +606,21 @@ def main():
                          required_one_of=[["name", "streams"]], mutually_exclusive=[["name", "streams"]])
     try:
         declared = js_stream.desired_items(module.params)
-    except js_stream.StreamError as exc:
-        module.fail_json(msg=str(exc), changed=False, actions=[])
+    except NatsEdgeError as exc:
+        fail_from(module, exc, changed=False, actions=[])
     for desired in declared:
         for warning in desired.warnings:
             module.warn(warning)
-    require_nats_py(module)
+    try:
+        require_nats_py(module.params)
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
     bulk = module.params.get("streams") is not None
     manager = AccountStreams(module, declared)
     try:
         manager.run()
-    except (js_stream.StreamError, StreamFailure, NatsClientError) as exc:
-        module.fail_json(msg=str(exc), **manager.result(bulk))
+    except NatsEdgeError as exc:
+        fail_from(module, exc, **manager.result(bulk))
     module.exit_json(**manager.result(bulk))
 
 

@@ -250,6 +250,7 @@ import os
 import shutil
 import tempfile
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import (
     HostReader, check_certificate, describe_path, gather_facts, list_directory, read_group, read_user, tls_state)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
@@ -350,7 +351,10 @@ def main():
     if params["tls_check"]:
         result["tls_check"] = tls_check(params["tls_check"])
     if params["gather_subset"] is not None:
-        result["ansible_facts"] = gather_facts(module, params["gather_subset"])
+        try:
+            result["ansible_facts"] = gather_facts(module, params["gather_subset"])
+        except NatsEdgeError as exc:
+            fail_from(module, exc)
     module.exit_json(**result)
 
 

@@ -280,6 +280,7 @@ unconfirmed:
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module, require_nats_py
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.export import ARGUMENT_SPEC, CONSTRAINTS, converge, label
@@ -295,12 +296,17 @@ def main():
     if jwt.nkeys is None:
         from ansible.module_utils.basic import missing_required_lib
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
-    if p["push"]:
-        require_nats_py(module)
     nsc.warn_loose_keys_dir(module, p["keys_dir"])
-    if p["exports"] is not None:
-        bulk.run(module, "exports", ARGUMENT_SPEC, converge, label, **CONSTRAINTS)
-    converge(module)
+    try:
+        if p["push"]:
+            require_nats_py(p)
+        if p["exports"] is not None:
+            result = bulk.run(module, "exports", ARGUMENT_SPEC, converge, label, **CONSTRAINTS)
+        else:
+            result = converge(bulk.Run.of(module))
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ dot:
 from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import graph
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
@@ -116,6 +117,15 @@ def main():
     p = module.params
     if jwt.nkeys is None:
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
+    try:
+        result = listing(p)
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
+    module.exit_json(**result)
+
+
+def listing(p):
+    """What the module returns of the store, or StoreError naming the operator (or the store)."""
     where = "operator %r" % p["operator"] if p["operator"] else "store %s" % p["store_dir"]
     try:
         # a shared lock: writers finish first, so what is read holds together
@@ -126,10 +136,10 @@ def main():
             raise StoreError("no account %s" % ", ".join(repr(name) for name in missing))
         operators, accounts, users = graph.listing(inventory, p["accounts"])
         edges = graph.build_graph(inventory, p["accounts"])
-    except (StoreError, jwt.JWTError, OSError) as exc:
-        module.fail_json(msg="%s: %s" % (where, exc))
-    module.exit_json(changed=False, operators=operators, accounts=accounts, users=users, graph=edges,
-                     dot=graph.render_dot(edges))
+    except (NatsEdgeError, OSError) as exc:
+        raise StoreError("%s: %s" % (where, exc)) from exc
+    return dict(changed=False, operators=operators, accounts=accounts, users=users, graph=edges,
+                dot=graph.render_dot(edges))
 
 
 if __name__ == "__main__":

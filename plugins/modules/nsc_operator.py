@@ -120,6 +120,8 @@ signing_keys:
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.operator import ARGUMENT_SPEC, converge
@@ -131,7 +133,11 @@ def main():
         from ansible.module_utils.basic import missing_required_lib
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
     nsc.warn_loose_keys_dir(module, module.params["keys_dir"])
-    converge(module)
+    try:
+        result = converge(bulk.Run.of(module))
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -156,6 +156,7 @@ import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import account
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import export
@@ -195,8 +196,11 @@ def main():
     # the operator's errors name it already
     stages = [("operator", [("", dict(
         store_params, state="present", **{name: p[name] for name in OPERATOR_OPTIONS}))], operator.converge)]
-    stages += [(results_key, bulk.checked_items(module, key, spec, label, task_params, **constraints), converge)
-               for key, results_key, converge, spec, label, constraints in KINDS]
+    try:
+        stages += [(results_key, bulk.checked_items(module, key, spec, label, task_params, **constraints), converge)
+                   for key, results_key, converge, spec, label, constraints in KINDS]
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
     result = {results_key: [] for results_key, _items, _converge in stages}
     for results_key, items, converge in stages:
         if module.check_mode and result["operator"] and not os.path.exists(result["operator"][0]["operator_jwt_path"]):
@@ -206,21 +210,28 @@ def main():
             continue
         try:
             result[results_key] = bulk.converge_items(module, items, converge)
-        except bulk.ItemFailure as failure:
-            result[results_key] = failure.result
-            module.fail_json(msg=failure.msg, **_summary(module, result))
+        except bulk.ItemFailed as exc:
+            result[results_key] = exc.results
+            fail_from(module, exc, **_summary(module, result))
+    try:
+        result["store"] = read_back(p)
+    except NatsEdgeError as exc:
+        if not module.check_mode:
+            fail_from(module, exc, **_summary(module, result))
+        # in check mode a store not made yet has nothing to list
+        result["store"] = dict(operators=[], accounts=[])
+    module.exit_json(**_summary(module, result))
+
+
+def read_back(p):
+    """The operator and its accounts as nsc_info lists them, or StoreError."""
     try:
         with directory_lock(p["store_dir"], p["lock_timeout"], shared=True, create=False):
             inventory = graph.read_inventory(p["store_dir"], p["keys_dir"], [p["operator"]])
         operators, accounts, _users = graph.listing(inventory, None)
-        result["store"] = dict(operators=operators, accounts=accounts)
-    except (StoreError, jwt.JWTError, OSError) as exc:
-        if not module.check_mode:
-            module.fail_json(msg="operator %r: the store was converged but cannot be read back: %s" % (
-                p["operator"], exc), **_summary(module, result))
-        # in check mode a store not made yet has nothing to list
-        result["store"] = dict(operators=[], accounts=[])
-    module.exit_json(**_summary(module, result))
+    except (NatsEdgeError, OSError) as exc:
+        raise StoreError("operator %r: the store was converged but cannot be read back: %s" % (p["operator"], exc)) from exc
+    return dict(operators=operators, accounts=accounts)
 
 
 def _summary(module, result):

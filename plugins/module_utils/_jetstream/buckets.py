@@ -190,7 +190,7 @@ def _duration(bucket, field, value):
     try:
         return duration_ns(value)
     except ValueError as exc:
-        raise BucketError("bucket %r: %s: %s" % (bucket, field, exc))
+        raise BucketError("bucket %r: %s: %s" % (bucket, field, exc)) from exc
 
 
 # --------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def encode_value(bucket, key, value):
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
     except (TypeError, ValueError) as exc:
-        raise BucketError("bucket %r: entries.%s: cannot store %r as JSON (%s)" % (bucket, key, value, exc))
+        raise BucketError("bucket %r: entries.%s: cannot store %r as JSON (%s)" % (bucket, key, value, exc)) from exc
 
 
 def current_values(bucket, messages):

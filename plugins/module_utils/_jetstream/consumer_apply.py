@@ -73,9 +73,8 @@ class ConsumerFailure(NatsEdgeError):
     """A failure worded for the user, with extra result keys."""
 
     def __init__(self, msg, **extra):
-        self.msg = msg
-        self.extra = extra
-        super(ConsumerFailure, self).__init__(msg)
+        super(ConsumerFailure, self).__init__(msg, **extra)
+        self.extra = self.result  # the result keys, under their older name
 
 
 class ConsumerManager(object):
@@ -163,7 +162,7 @@ class ConsumerManager(object):
             outcome = "the consumer was recreated with its old config (its delivery state starts over)"
         except NatsClientError as exc:
             outcome = "recreating it with its old config failed too (%s): the consumer is gone" % exc
-        raise ConsumerFailure("%s; %s" % (failure.msg, outcome), **failure.extra)
+        raise ConsumerFailure("%s; %s" % (failure.msg, outcome), **failure.result) from failure
 
     def _stream_info(self):
         try:

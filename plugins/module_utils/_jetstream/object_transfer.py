@@ -125,8 +125,8 @@ def file_mode(value):
     """A file mode option as a number: an octal string (V("0640")) or YAML's number for an unquoted 0640."""
     try:
         return value if isinstance(value, int) else int(str(value), 8)
-    except ValueError:
-        raise ObjectError("mode: %r is not an octal mode" % (value,))
+    except ValueError as exc:
+        raise ObjectError("mode: %r is not an octal mode" % (value,)) from exc
 
 
 def check_dest(dest):

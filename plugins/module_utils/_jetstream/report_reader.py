@@ -49,7 +49,7 @@ class DomainReader(object):
             if exc.err_code == JS_STREAM_NOT_FOUND:
                 return None
             raise InfoFailure("stream %r %s: %s (err_code %s)" % (name, self.js.where(), exc.description,
-                                                                  exc.err_code))
+                                                                  exc.err_code)) from exc
 
     def read(self, wanted=None):
         for name in (wanted if wanted is not None else self.names()):
@@ -156,7 +156,7 @@ class Report(object):
                     matching = any((js.call("STREAM.INFO.%s" % name, {"subjects_filter": subject}).get("state")
                                     or {}).get("subjects") for subject in filters)
                 self.origins[key] = (state, matching, None)
-            except (JetStreamError, NatsClientError) as exc:
+            except NatsClientError as exc:  # a JetStreamError too
                 self.origins[key] = (None, None, "origin %r %s: %s" % (name, js.where(), exc))
         return self.origins[key]
 
@@ -197,11 +197,12 @@ class Report(object):
         return [reader.label() for reader in self.readers]
 
     def check_found(self, wanted):
-        """Fail when a stream asked for is in none of the domains read."""
+        """Raise InfoFailure (with ``unanswered`` in its result) when a stream asked for is in none of the domains
+        read."""
         found = set(s["name"] for s in self.streams)
         missing = [name for name in wanted if name not in found]
         if missing:
-            self.module.fail_json(msg="stream%s %s not found in %s%s" % (
+            raise InfoFailure("stream%s %s not found in %s%s" % (
                 "s" if len(missing) > 1 else "", ", ".join(repr(m) for m in missing),
                 ", ".join("domain %s" % d for d in self.domains()),
                 " as account %s" % self.account if self.account else ""), unanswered=self.unanswered)

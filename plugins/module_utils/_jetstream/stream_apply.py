@@ -57,7 +57,7 @@ class StreamManager(object):
             try:
                 infos[desired.name] = self.info(desired.name)
             except JetStreamError as exc:
-                raise StreamFailure("stream %r %s: %s" % (desired.name, self.where(), exc))
+                raise StreamFailure("stream %r %s: %s" % (desired.name, self.where(), exc)) from exc
         create_version = None
         if any(infos[d.name] is None and d.state == "present" and js_stream.needs_version(d.config)
                for d in self.declared):
@@ -123,7 +123,7 @@ class StreamManager(object):
             try:
                 servers = js_placement.from_inventory(params["placement_servers"])
             except js_placement.PlacementError as exc:
-                raise js_stream.StreamError(str(exc))
+                raise js_stream.StreamError(str(exc)) from exc
             return servers, params.get("unique_tag") or "", "servers as placement_servers lists them"
         domain = params.get("domain")
         if not domain and params.get("api_prefix"):
@@ -143,7 +143,7 @@ class StreamManager(object):
                 replies = client.server_infos(domain, idle=idle)
         except NatsClientError as exc:
             if system:
-                raise js_stream.StreamError("system_creds: %s" % exc)
+                raise js_stream.StreamError("system_creds: %s" % exc) from exc
             return None, None, "%s: %s" % (subject, exc)
         if heard is not None:
             heard.extend(replies)
@@ -224,9 +224,9 @@ class StreamManager(object):
                 if plan.action == "recreate" and request == "CREATE":
                     self.results[name].update(changed=True, stream={})
                     raise StreamFailure("stream %r %s: deleted to be recreated, but the server refused to create "
-                                        "it: %s" % (name, where, exc))
+                                        "it: %s" % (name, where, exc)) from exc
                 raise StreamFailure("stream %r %s: the server refused to %s it: %s"
-                                    % (name, where, plan.action, exc))
+                                    % (name, where, plan.action, exc)) from exc
         self.results[name]["changed"] = True
         if self.check_mode:
             return
@@ -280,7 +280,7 @@ class AccountStreams(object):
                     raise
                 raise NatsClientError("stream%s %s%s: %s" % (
                     "s" if len(manager.declared) > 1 else "", ", ".join(repr(d.name) for d in manager.declared),
-                    js_stream.account_label(creds), exc))
+                    js_stream.account_label(creds), exc)) from exc
             manager.plan(client, checks)
 
     def changing(self):

@@ -8,6 +8,7 @@ Private to the collection.
 from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClientError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, StoreError, valid_name
@@ -37,9 +38,9 @@ def label(item):
     return item.get("name")
 
 
-def plan(module, store):
+def plan(run, store):
     """(result, files to write as (writer, args), new seeds)."""
-    p = module.params
+    p = run.params
     name = p["name"]
     _op_token, op_claims = store.read_operator()
     token, claims = store.read_account(name)
@@ -92,7 +93,7 @@ def plan(module, store):
     changed = changed or sorted(previous) != sorted(stored_previous)
     result = dict(changed=changed, account_id=public, jwt=token, jwt_path=store.account_jwt_path(name),
                   signing_keys=sorted(signing), previous_signing_keys=sorted(previous))
-    if module._diff:
+    if run.diff:
         result["diff"] = nsc.diff(claims, new_claims)
     if p["rotate_signing_key"] or retired:
         # every user an older key issued, issued again by the current one
@@ -124,38 +125,39 @@ def write_reissued(store, account, users, new_claims, previous):
         store.write_creds(account, user, jwt.creds(token, seed))
 
 
-def remove(module, store, result):
+def remove(run, store, result):
     """Remove the account, unless others import from it and force is off."""
-    p = module.params
+    p = run.params
     token, claims = store.read_account(p["name"])
     importers = nsc.importers_of(store, p["name"], claims["sub"]) if claims else []
     if importers and not p["force"]:
         raise StoreError("other accounts import from it: %s. Remove those imports first (nsc_export "
                          "state=absent), or set force=true to leave them dangling" % ", ".join(importers))
     if importers:
-        module.warn("account %r was removed although other accounts import from it; these imports now dangle: %s"
-                    % (p["name"], ", ".join(importers)))
-    if result["changed"] and not module.check_mode:
+        run.warn("account %r was removed although other accounts import from it; these imports now dangle: %s"
+                 % (p["name"], ", ".join(importers)))
+    if result["changed"] and not run.check_mode:
         store.remove_account(p["name"])
     if result["changed"] and p["push"]:
-        module.warn("account %r was removed from the store; the resolver keeps it" % p["name"])
+        run.warn("account %r was removed from the store; the resolver keeps it" % p["name"])
 
 
-def converge(module):
-    """One account, as the single form converges it (also each item of ``accounts``)."""
-    p = module.params
+def converge(run):
+    """One account, as the single form converges it (also each item of ``accounts``): the result, or
+    nsc.ConvergeFailed carrying what was done."""
+    p = run.params
     result, written = {}, False
     try:
         valid_name("account", p["name"])
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
         with store.locked(p["lock_timeout"], create=False):
-            result, token, op_claims, new_seeds = plan(module, store)
+            result, token, op_claims, new_seeds = plan(run, store)
             if p["state"] == "absent":
-                remove(module, store, result)
-                module.exit_json(**result)
+                remove(run, store, result)
+                return result
             # refuse unusable push credentials before the store changes
             push_with = nsc.push_params(store, op_claims, p) if p["push"] else None
-            if result["changed"] and not module.check_mode:
+            if result["changed"] and not run.check_mode:
                 for seed in new_seeds:
                     store.write_seed(seed)
                 store.write_account(p["name"], token)
@@ -166,15 +168,16 @@ def converge(module):
                                    result["previous_signing_keys"])
             if p["push"]:
                 try:
-                    if nsc.push_if_needed(push_with, result["account_id"], token, module.check_mode,
+                    if nsc.push_if_needed(push_with, result["account_id"], token, run.check_mode,
                                           p["expected_servers"], result):
                         result["changed"] = True
                 except (NatsClientError, nsc.PushFailed) as exc:
                     result["unconfirmed"] = result.get("unconfirmed") or ["(no server was reached)"]
-                    raise nsc.PushFailed("%s%s" % ("the store holds the new JWT, but " if written else "", exc))
-    except (StoreError, jwt.JWTError, OSError, NatsClientError, nsc.PushFailed) as exc:
+                    raise nsc.PushFailed("%s%s" % ("the store holds the new JWT, but " if written else "", exc)) from exc
+    except (NatsEdgeError, OSError) as exc:
         # changed says what really happened: the store written, or a JWT sent
         result["changed"] = written or bool(result.get("pushed"))
         again = "; the next run pushes it again" if written and isinstance(exc, nsc.PushFailed) else ""
-        module.fail_json(msg="account %r of operator %r: %s%s" % (p["name"], p["operator"], exc, again), **result)
-    module.exit_json(**result)
+        raise nsc.ConvergeFailed("account %r of operator %r: %s%s" % (p["name"], p["operator"], exc, again),
+                                 **result) from exc
+    return result

@@ -19,44 +19,38 @@ the items before it did.
 
 from __future__ import annotations
 
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
-from ansible_collections.nats_edge.fleet.plugins.module_utils._items import unknown_options
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError, where
 
 # the single form's spec and its constraints, less these task-level options
 TASK_LEVEL = ("store_dir", "keys_dir", "operator", "lock_timeout", "push", "expected_servers")
 
 
-class ItemExit(Exception):
-    def __init__(self, result):
-        super(ItemExit, self).__init__("exit")
-        self.result = result
+class Run(object):
+    """What converging one resource needs of the module run: its options (``params``), ``check_mode``, ``diff``
+    (diff mode) and ``warn(text)``. The single form makes it of the module (``Run.of(module)``), the bulk
+    form of each item; without ``warn`` the warnings are kept in ``warnings``."""
 
-
-class ItemFailure(Exception):
-    def __init__(self, msg, result):
-        super(ItemFailure, self).__init__(msg)
-        self.msg = msg
-        self.result = result
-
-
-class ItemModule(object):
-    """What the single form's code sees of the module while it converges one item."""
-
-    def __init__(self, module, params):
-        self._module = module
+    def __init__(self, params, check_mode=False, diff=False, warn=None):
         self.params = params
-        self.check_mode = module.check_mode
-        self._diff = module._diff
+        self.check_mode = check_mode
+        self.diff = diff
+        self.warnings = []
+        self.warn = warn if warn is not None else self.warnings.append
 
-    def warn(self, warning):
-        self._module.warn(warning)
+    @classmethod
+    def of(cls, module, params=None):
+        """The run of ``module``, with its options or ``params``."""
+        return cls(module.params if params is None else params, module.check_mode, module._diff, module.warn)
 
-    def exit_json(self, **result):
-        raise ItemExit(result)
 
-    def fail_json(self, msg=None, **result):
-        raise ItemFailure(msg, result)
+class ItemFailed(NatsEdgeError):
+    """The first item that failed to converge: its error's message prefixed with the item's place; ``results``
+    holds every item's result so far, the failed one's last."""
+
+    def __init__(self, msg, results, **result):
+        super(ItemFailed, self).__init__(msg, **result)
+        self.results = results
 
 
 def bulk_spec(item_spec, key, required=()):
@@ -72,59 +66,58 @@ def bulk_spec(item_spec, key, required=()):
 def checked_items(module, key, item_spec, label, task_params=None, **constraints):
     """Every item of ``module.params[key]`` checked against ``item_spec`` (less the task-level options), as
     ``(where, params)``: the item's options with the task-level ones of ``task_params`` (by default the
-    module's own). The first bad item fails the module, naming it, before anything is converged."""
+    module's own). The first bad item raises ItemError naming it (with ``item_results=[]``), before anything
+    is converged."""
     spec = {name: value for name, value in item_spec.items() if name not in TASK_LEVEL}
-    validator = ArgumentSpecValidator(spec, **constraints)
+    checker = ItemChecker(spec, takes="an item", **constraints)
     if task_params is None:
         # the task-level options (store, connection, push) as the task gives them
         task_params = {name: value for name, value in module.params.items() if name not in spec and name != key}
     items = []
-    for index, item in enumerate(module.params[key] or []):
-        # items are dicts: ansible-core's elements=dict check has refused anything else
-        name = label(item)
-        where = "%s[%d]%s" % (key, index, " (%s)" % name if name else "")
-        unknown = unknown_options(item, spec)
-        if unknown:
-            module.fail_json(msg="%s: unknown option%s %s; an item takes %s" % (
-                where, "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(sorted(spec))),
-                changed=False, item_results=[])
-        checked = validator.validate(item)
-        module.no_log_values.update(checked._no_log_values)
-        if checked.error_messages:
-            module.fail_json(msg="%s: %s" % (where, "; ".join(checked.error_messages)), changed=False, item_results=[])
-        params = dict(task_params)
-        params.update(checked.validated_parameters)
-        items.append((where, params))
+    try:
+        for index, item in enumerate(module.params[key] or []):
+            # items are dicts: ansible-core's elements=dict check has refused anything else
+            place = where(key, index, label(item))
+            params = dict(task_params)
+            params.update(checker.check(place, item))
+            items.append((place, params))
+    except ItemError as exc:
+        exc.result.update(changed=False, item_results=[])
+        raise
+    finally:
+        # an item's secrets stay out of the output, also out of the message naming a bad item
+        module.no_log_values.update(checker.no_log_values)
     return items
 
 
 def converge_items(module, items, converge):
-    """Converge the checked ``items`` one after another with ``converge(item_module)``; their results, or an
-    ItemFailure naming the failed item (by its ``where``, unless empty) whose result holds every result so far."""
+    """Converge the checked ``items`` one after another with ``converge(run)``, each with its own Run; their
+    results, or ItemFailed naming the failed item (by its ``where``, unless empty)."""
     results = []
-    for where, params in items:
+    for place, params in items:
         try:
-            converge(ItemModule(module, params))
-        except ItemExit as done:
-            results.append(done.result)
-        except ItemFailure as failure:
-            results.append(failure.result)
-            raise ItemFailure("%s: %s" % (where, failure.msg) if where else failure.msg, results)
+            results.append(converge(Run.of(module, params)))
+        except NatsEdgeError as exc:
+            results.append(exc.result)
+            raise ItemFailed("%s: %s" % (place, exc) if place else str(exc), results) from exc
     return results
 
 
 def run(module, key, item_spec, converge, label, **constraints):
-    """Converge ``module.params[key]`` with ``converge(item_module)`` and exit the module."""
+    """Converge ``module.params[key]`` with ``converge(run)``: the module's result (``changed``,
+    ``item_results``, ``diff`` in diff mode), or ItemError or ItemFailed carrying it."""
     items = checked_items(module, key, item_spec, label, **constraints)
     try:
         results = converge_items(module, items, converge)
-    except ItemFailure as failure:
-        module.fail_json(msg=failure.msg, **_summary(failure.result, module))
-    module.exit_json(**_summary(results, module))
+    except ItemFailed as exc:
+        exc.result.update(summary(exc.results, module._diff))
+        raise
+    return summary(results, module._diff)
 
 
-def _summary(results, module):
-    summary = dict(changed=any(result.get("changed") for result in results), item_results=results)
-    if module._diff:
-        summary["diff"] = [result.pop("diff") for result in results if "diff" in result]
-    return summary
+def summary(results, diff):
+    """The bulk form's result of the items' ``results``: changed if any changed; their diffs as one list."""
+    out = dict(changed=any(result.get("changed") for result in results), item_results=results)
+    if diff:
+        out["diff"] = [result.pop("diff") for result in results if "diff" in result]
+    return out

@@ -69,7 +69,7 @@ def _size_or_count(what, key, value):
             raise ValueError("%r: use -1 for unlimited" % (value,))
         return number
     except (TypeError, ValueError) as exc:
-        raise StoreError("%s.%s: %s" % (what, key, exc))
+        raise StoreError("%s.%s: %s" % (what, key, exc)) from exc
 
 
 def jetstream_limits(options):
@@ -113,7 +113,7 @@ def permissions(options, what):
             try:
                 checked = sorted(set(check_subject(subject) for subject in subjects))
             except ValueError as exc:
-                raise StoreError("%s.%s.%s: %s" % (what, direction, rule, exc))
+                raise StoreError("%s.%s.%s: %s" % (what, direction, rule, exc)) from exc
             if checked:
                 result[direction][rule] = checked
     resp = (options or {}).get("resp")
@@ -122,7 +122,7 @@ def permissions(options, what):
             result["resp"] = {"max": int(resp.get("max") if resp.get("max") is not None else 1),
                               "ttl": duration_ns(resp.get("ttl") if resp.get("ttl") is not None else 0)}
         except (TypeError, ValueError) as exc:
-            raise StoreError("%s.resp: %s" % (what, exc))
+            raise StoreError("%s.resp: %s" % (what, exc)) from exc
     return result
 
 
@@ -135,7 +135,7 @@ def expiry(value):
     try:
         text = canonical_time(value)
     except ValueError as exc:
-        raise StoreError("expires: %s" % exc)
+        raise StoreError("expires: %s" % exc) from exc
     return calendar.timegm(time.strptime(text.split(".")[0].rstrip("Z"), "%Y-%m-%dT%H:%M:%S"))
 
 
@@ -236,6 +236,11 @@ def warn_loose_keys_dir(module, keys_dir):
 
 class PushFailed(NatsEdgeError):
     """A push that did not reach or was not confirmed by every server."""
+
+
+class ConvergeFailed(NatsEdgeError):
+    """An operator, account, user or export that failed to converge: the message names it and the error it came
+    from, ``result`` holds what the module reports beside it (``changed`` as it really happened, what was done)."""
 
 
 def push_params(store, op_claims, params):

@@ -9,6 +9,7 @@ collection.
 from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import export_claims as graph
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient, NatsClientError
@@ -94,8 +95,8 @@ def activation_signer(store, accounts):
     return sign
 
 
-def plan(module, store):
-    p = module.params
+def plan(run, store):
+    p = run.params
     op_claims, accounts, tokens = load(store)
     edges, external = edges_from(p, accounts)
     after = graph.apply(accounts, edges, p["state"], activation_signer(store, accounts))
@@ -117,13 +118,13 @@ def plan(module, store):
                   accounts=changed_accounts, exports=managed_exports, imports=managed_imports)
     if external is not None:
         result["external"] = external
-    if module._diff:
+    if run.diff:
         result["diff"] = diff
     return result, op_claims, accounts, tokens, new_tokens, edges
 
 
-def push(module, params, names, tokens, result):
-    p = module.params
+def push(run, params, names, tokens, result):
+    p = run.params
     result.update(pushed=[], unconfirmed=[])
     with NatsClient(params) as client:
         for name in names:
@@ -135,7 +136,7 @@ def push(module, params, names, tokens, result):
             result["changed"] = True
             if not any(a["name"] == name for a in result["accounts"]):
                 result["accounts"].append({"name": name, "account_id": claims["sub"]})
-            if module.check_mode:
+            if run.check_mode:
                 continue
             answers, unconfirmed, read_back = nsc.push_account(client, claims["sub"], token, client.timeout,
                                                                p["expected_servers"])
@@ -161,17 +162,18 @@ def label(item):
     return "%s %s" % (item.get("account"), item.get("name") or item.get("subject"))
 
 
-def converge(module):
-    """One export, as the single form converges it (also each item of ``exports``)."""
-    p = module.params
+def converge(run):
+    """One export, as the single form converges it (also each item of ``exports``): the result, or
+    nsc.ConvergeFailed carrying what was done."""
+    p = run.params
     result, written = {}, False
     try:
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
         with store.locked(p["lock_timeout"], create=False):
-            result, op_claims, _accounts, tokens, new_tokens, edges = plan(module, store)
+            result, op_claims, _accounts, tokens, new_tokens, edges = plan(run, store)
             # refuse unusable push credentials before the store changes
             push_with = nsc.push_params(store, op_claims, p) if p["push"] else None
-            if new_tokens and not module.check_mode:
+            if new_tokens and not run.check_mode:
                 for name, token in new_tokens.items():
                     store.write_account(name, token)
                 written = True
@@ -182,18 +184,18 @@ def converge(module):
                     affected.update(importer for importer, _imp in edge.imports)
                 current = dict(tokens, **new_tokens)
                 try:
-                    push(module, push_with, sorted(affected), current, result)
+                    push(run, push_with, sorted(affected), current, result)
                 except (NatsClientError, nsc.PushFailed) as exc:
                     result["unconfirmed"] = result.get("unconfirmed") or ["(no server was reached)"]
-                    raise nsc.PushFailed("%s%s" % ("the store holds the new JWTs, but " if written else "", exc))
-    except (StoreError, jwt.JWTError, OSError, NatsClientError, nsc.PushFailed) as exc:
+                    raise nsc.PushFailed("%s%s" % ("the store holds the new JWTs, but " if written else "", exc)) from exc
+    except (NatsEdgeError, OSError) as exc:
         # changed says what really happened: the store written, or a JWT sent
         result["changed"] = written or bool(result.get("pushed"))
         _blank_tokens(result)
         again = "; the next run pushes again" if written and isinstance(exc, nsc.PushFailed) else ""
-        module.fail_json(msg="operator %r: %s%s" % (p["operator"], exc, again), **result)
+        raise nsc.ConvergeFailed("operator %r: %s%s" % (p["operator"], exc, again), **result) from exc
     _blank_tokens(result)
-    module.exit_json(**result)
+    return result
 
 
 def _blank_tokens(result):

@@ -48,7 +48,7 @@ def _subject(value, what):
     try:
         return check_subject(value)
     except ValueError as exc:
-        raise StoreError("%s: %s" % (what, exc))
+        raise StoreError("%s: %s" % (what, exc)) from exc
 
 
 # --------------------------------------------------------------------------

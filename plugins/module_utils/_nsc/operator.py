@@ -8,6 +8,7 @@ fleet's store run use it). Private to the collection.
 from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, StoreError, valid_name
 
@@ -42,8 +43,8 @@ def _seed(store, public, new_seeds):
     return seed
 
 
-def present(module, store):
-    p = module.params
+def present(run, store):
+    p = run.params
     changed_files = []
     new_seeds = []
     op_token, op_claims = (store.read_operator() if store.has_operator() else (None, None))
@@ -95,7 +96,7 @@ def present(module, store):
     if not marker_ok:
         changed_files.append(store.marker_path)
 
-    if changed_files and not module.check_mode:
+    if changed_files and not run.check_mode:
         for seed in new_seeds:
             store.write_seed(seed)
         if not marker_ok:
@@ -110,7 +111,7 @@ def present(module, store):
                   operator_jwt=op_token or "", system_account_id=sys_pub,
                   system_account_jwt=sys_token or "", system_account_jwt_path=store.account_jwt_path(sys_name),
                   sys_creds=store.creds_path(sys_name, sys_user), signing_keys=sorted(signing))
-    if module._diff:
+    if run.diff:
         result["diff"] = nsc.diff(op_claims, new_op_claims)
     return result
 
@@ -122,26 +123,26 @@ def _maybe_seed(store, public, new_seeds):
         return None
 
 
-def absent(module, store):
+def absent(run, store):
     import os
     import shutil
     creds_dir = os.path.join(store.keys_dir, "creds", store.operator)
     present_paths = [path for path in (store.root, creds_dir) if os.path.exists(path)]
-    if present_paths and not module.check_mode:
+    if present_paths and not run.check_mode:
         for path in present_paths:
             shutil.rmtree(path)
     return dict(changed=bool(present_paths), files=present_paths)
 
 
-def converge(module):
-    """The operator as nsc_operator converges it (also the operator of the fleet's store run)."""
-    p = module.params
+def converge(run):
+    """The operator as nsc_operator converges it (also the operator of the fleet's store run): the result, or
+    nsc.ConvergeFailed."""
+    p = run.params
     try:
         valid_name("system account", p["system_account"])
         valid_name("system user", p["system_user"])
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
-        with store.locked(p["lock_timeout"], create=not module.check_mode):
-            result = absent(module, store) if p["state"] == "absent" else present(module, store)
-    except (StoreError, jwt.JWTError, OSError) as exc:
-        module.fail_json(msg="operator %r: %s" % (p["operator"], exc))
-    module.exit_json(**result)
+        with store.locked(p["lock_timeout"], create=not run.check_mode):
+            return absent(run, store) if p["state"] == "absent" else present(run, store)
+    except (NatsEdgeError, OSError) as exc:
+        raise nsc.ConvergeFailed("operator %r: %s" % (p["operator"], exc)) from exc

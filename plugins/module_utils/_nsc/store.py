@@ -58,7 +58,7 @@ def valid_name(kind, value):
     try:
         check_name(value)
     except ValueError as exc:
-        raise StoreError("%s name: %s" % (kind, exc))
+        raise StoreError("%s name: %s" % (kind, exc)) from exc
     return value
 
 
@@ -132,7 +132,7 @@ def directory_lock(path, timeout=DEFAULT_LOCK_TIMEOUT, shared=False, create=True
                     raise
                 if time.monotonic() >= deadline:
                     raise StoreError("the store %s stayed locked by another run for %ss (lock_timeout); nothing "
-                                     "was changed. Is another play writing to it?" % (path, timeout))
+                                     "was changed. Is another play writing to it?" % (path, timeout)) from exc
                 time.sleep(0.02)
         yield
     finally:
@@ -248,7 +248,7 @@ class Store(object):
         except (ValueError, TypeError) as exc:
             if isinstance(exc, StoreError):
                 raise
-            raise StoreError("%s does not hold a valid seed" % self.key_path(public))
+            raise StoreError("%s does not hold a valid seed" % self.key_path(public)) from exc
         return seed
 
     def read_creds(self, account, user):
@@ -267,8 +267,8 @@ class Store(object):
             return []
         try:
             keys = json.loads(text)
-        except ValueError:
-            raise StoreError("%s is not JSON" % path)
+        except ValueError as exc:
+            raise StoreError("%s is not JSON" % path) from exc
         return [key for key in keys if isinstance(key, str)] if isinstance(keys, list) else []
 
     @staticmethod
@@ -276,7 +276,7 @@ class Store(object):
         try:
             return jwt.decode(token, verify=True)
         except jwt.JWTError as exc:
-            raise StoreError("%s: %s" % (path, exc))
+            raise StoreError("%s: %s" % (path, exc)) from exc
 
     # -- consistency -----------------------------------------------------------
 
@@ -314,8 +314,8 @@ class Store(object):
             return False
         try:
             info = json.loads(text)
-        except ValueError:
-            raise StoreError("%s is not JSON" % self.marker_path)
+        except ValueError as exc:
+            raise StoreError("%s is not JSON" % self.marker_path) from exc
         if info.get("name") != self.operator or info.get("kind", "operator") != "operator":
             raise StoreError("%s belongs to %r, not operator %r" % (self.marker_path, info.get("name"), self.operator))
         return True

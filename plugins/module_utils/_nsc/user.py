@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClientError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, StoreError, valid_name
@@ -45,7 +46,7 @@ def _seconds(value, option):
     try:
         return duration_ns(value) // 10**9
     except ValueError as exc:
-        raise StoreError("%s: %s" % (option, exc))
+        raise StoreError("%s: %s" % (option, exc)) from exc
 
 
 def lifetime(params):
@@ -76,12 +77,12 @@ def expiry(params, claims, now, result):
     return now + life
 
 
-class Run(object):
-    """One run of the module: what it reads from the store, decides and writes."""
+class UserRun(object):
+    """One user's converge: what it reads from the store, decides and writes (``run``: the bulk.Run)."""
 
-    def __init__(self, module, store):
-        self.module = module
-        self.p = module.params
+    def __init__(self, run, store):
+        self.run = run
+        self.p = run.params
         self.store = store
         self.account, self.name = self.p["account"], self.p["name"]
         self.now = int(time.time())
@@ -124,8 +125,8 @@ class Run(object):
         if self.claims is not None and self.p["revoke"]:
             self.revoke([self.claims["sub"]] + self.previous)
         elif exists and not self.p["revoke"]:
-            self.module.warn("user %r of account %r: removed without revoking it (revoke=false); copies of its "
-                             "creds stay valid" % (self.name, self.account))
+            self.run.warn("user %r of account %r: removed without revoking it (revoke=false); copies of its "
+                          "creds stay valid" % (self.name, self.account))
         if exists:
             self.result["changed"] = True
             self.writes.append((self.store.remove_user, (self.account, self.name)))
@@ -160,7 +161,7 @@ class Run(object):
         signer, via_signing_key = nsc.signer_of(self.store, self.acc_claims, "account %r" % self.account, retiring)
         expires = expiry(p, self.claims if not new_seed else None, self.now, self.result)
         if p["expires"] is not None and expires is not None and expires <= self.now:
-            self.module.warn("user %r of account %r: expires (%s) is already past; the user cannot connect" % (
+            self.run.warn("user %r of account %r: expires (%s) is already past; the user cannot connect" % (
                 self.name, self.account, p["expires"]))
         desired = jwt.user_claims(
             self.name, public, issuer_account=self.acc_claims["sub"] if via_signing_key else None,
@@ -183,7 +184,7 @@ class Run(object):
                            previous_keys=sorted(set(previous)))
         if signing or rewrite_creds or sorted(set(previous)) != sorted(set(self.previous)):
             self.result["changed"] = True
-        if self.module._diff:
+        if self.run.diff:
             self.result["diff"] = nsc.diff(self.claims, new_claims)
         if new_seed:
             self.writes.append((self.store.write_seed, (new_seed,)))
@@ -195,41 +196,42 @@ class Run(object):
             self.writes.append((self.store.write_previous_keys, (self.account, self.name, previous)))
 
     def write(self):
-        if self.module.check_mode:
+        if self.run.check_mode:
             return False
         for writer, args in self.writes:
             writer(*args)
         return bool(self.writes)
 
 
-def converge(module):
-    """One user, as the single form converges it (also each item of ``users``)."""
-    p = module.params
-    run, written = None, False
+def converge(run):
+    """One user, as the single form converges it (also each item of ``users``): the result, or
+    nsc.ConvergeFailed carrying what was done."""
+    p = run.params
+    user, written = None, False
     try:
         valid_name("account", p["account"])
         valid_name("user", p["name"])
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
         with store.locked(p["lock_timeout"], create=False):
-            run = Run(module, store)
-            run.read()
-            getattr(run, p["state"])()
+            user = UserRun(run, store)
+            user.read()
+            getattr(user, p["state"])()
             # refuse unusable push credentials before the store changes
-            push_with = nsc.push_params(store, run.op_claims, p) if p["push"] else None
-            written = run.write()
+            push_with = nsc.push_params(store, user.op_claims, p) if p["push"] else None
+            written = user.write()
             if p["push"]:
-                token = run.account_token or store.read_account(p["account"])[0]
-                if nsc.push_if_needed(push_with, run.acc_claims["sub"], token, module.check_mode,
-                                      p["expected_servers"], run.result):
-                    run.result["changed"] = True
-    except (StoreError, jwt.JWTError, OSError, NatsClientError, nsc.PushFailed) as exc:
-        result = run.result if run else {}
+                token = user.account_token or store.read_account(p["account"])[0]
+                if nsc.push_if_needed(push_with, user.acc_claims["sub"], token, run.check_mode,
+                                      p["expected_servers"], user.result):
+                    user.result["changed"] = True
+    except (NatsEdgeError, OSError) as exc:
+        result = user.result if user else {}
         result["changed"] = written or bool(result.get("pushed"))
         again = "; the store holds the revocation and the next run pushes it again" if (
             written and isinstance(exc, (nsc.PushFailed, NatsClientError))) else ""
-        module.fail_json(msg="user %r of account %r: %s%s" % (p["name"], p["account"], exc, again), **result)
-    if run.result["account_jwt_changed"] and not p["push"]:
-        module.warn("user %r of account %r: the account JWT changed (%s); servers enforce it only once it is pushed "
-                    "(push: true, or nsc_account with push)" % (p["name"], p["account"], "revoked " + ", ".join(
-                        run.result["revoked_keys"])))
-    module.exit_json(**run.result)
+        raise nsc.ConvergeFailed("user %r of account %r: %s%s" % (p["name"], p["account"], exc, again), **result) from exc
+    if user.result["account_jwt_changed"] and not p["push"]:
+        run.warn("user %r of account %r: the account JWT changed (%s); servers enforce it only once it is pushed "
+                 "(push: true, or nsc_account with push)" % (p["name"], p["account"], "revoked " + ", ".join(
+                     user.result["revoked_keys"])))
+    return user.result
