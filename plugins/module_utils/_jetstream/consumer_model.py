@@ -15,14 +15,13 @@ import copy
 from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import differences
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._items import is_copy
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.fields import Field, by_name
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
-    bare_seconds_warning, canonical_time, check_name as check_token, check_subject, duration_ns, format_duration,
-    size_bytes, subjects_collide)
-from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import api_level_version, parse_version
+    bare_seconds_warning, check_name as check_token, check_subject, format_duration, subjects_collide)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import infer_version
 
 PULL, PUSH = "pull", "push"
 V2_10, V2_14 = (2, 10), (2, 14)
-SERVER_METADATA_PREFIX = "_nats."
 
 DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
 ACK_POLICIES = ("explicit", "all", "none")
@@ -45,70 +44,6 @@ class ImmutableChange(NatsEdgeError, ValueError):
         self.fields = sorted(reasons)
         self.changed = sorted(changed or reasons)
         super(ImmutableChange, self).__init__("; ".join("%s: %s" % (f, reasons[f]) for f in self.fields))
-
-
-class Field(object):
-    """One consumer option, named as in the API."""
-
-    def __init__(self, name, kind, mode=None, since=None, immutable=False, choices=None):
-        self.name = name
-        self.kind = kind
-        self.mode = mode
-        self.since = since
-        self.immutable = immutable
-        self.choices = choices
-
-    def zero(self):
-        return {"str": "", "int": 0, "bool": False, "duration": 0, "size": 0, "percent": 0, "time": "",
-                "durations": [], "subjects": [], "metadata": {}, "choice": ""}[self.kind]
-
-    def from_user(self, value):
-        """The canonical (API) value of what the user wrote."""
-        try:
-            if self.kind == "duration":
-                return _positive(duration_ns(value))
-            if self.kind == "durations":
-                return [_positive(duration_ns(item)) for item in value]
-            if self.kind == "size":
-                return size_bytes(value, minimum=0)
-            if self.kind == "time":
-                return canonical_time(value)
-            if self.kind == "percent":
-                return _percent(value)
-            if self.kind == "metadata":
-                return dict((str(k), str(v)) for k, v in value.items())
-            if self.kind == "choice":
-                return str(value).lower()
-        except ValueError as exc:
-            raise ConsumerInputError(self.name, str(exc))
-        return value
-
-    def from_api(self, value):
-        """The canonical value of what the server reports (absent means the zero value)."""
-        if value is None:
-            return self.zero()
-        if self.kind == "time":
-            return canonical_time(value) if value else ""
-        if self.kind == "percent":
-            return _percent(value) if value != "" else 0
-        if self.kind == "metadata":
-            return dict((k, v) for k, v in value.items() if not k.startswith(SERVER_METADATA_PREFIX))
-        return value
-
-    def to_api(self, value):
-        if self.kind == "percent":
-            return "%d%%" % value
-        return copy.deepcopy(value)
-
-    def display(self, value):
-        """A canonical value as a user would write it (durations as text), for diffs."""
-        if self.kind == "duration":
-            return format_duration(value) if value else value
-        if self.kind == "durations":
-            return [format_duration(v) for v in value or []]
-        if self.kind == "percent":
-            return "%d%%" % value if value else value
-        return value
 
 
 FIELDS = [
@@ -139,21 +74,8 @@ FIELDS = [
     Field("idle_heartbeat", "duration", mode=PUSH, immutable=True),
     Field("rate_limit_bps", "int", mode=PUSH),
 ]
-BY_NAME = dict((f.name, f) for f in FIELDS)
+BY_NAME = by_name(FIELDS)
 _START = {"by_start_sequence": "opt_start_seq", "by_start_time": "opt_start_time"}
-
-
-def _positive(nanos):
-    if nanos <= 0:
-        raise ValueError("a duration of 0 is not allowed here (leave the option unset for the server default)")
-    return nanos
-
-
-def _percent(value):
-    text = str(value).strip().rstrip("%").strip()
-    if not text.isdigit() or int(text) > 100:
-        raise ValueError("%r is not a percentage from 0 to 100" % (value,))
-    return int(text)
 
 
 # -- names, versions ------------------------------------------------------------------------------
@@ -177,19 +99,8 @@ def domain_version(account_info=None, *configs):
     every stream config, and only 2.10 and newer keep metadata or several
     filters; 2.9 has none of these.
     """
-    found = []
-    by_level = api_level_version(((account_info or {}).get("api") or {}).get("level"))
-    if by_level:
-        found.append(by_level[:2])  # a level pins the minor release only
-    for config in configs:
-        config = config or {}
-        stamped = parse_version((config.get("metadata") or {}).get(SERVER_METADATA_PREFIX + "ver"))
-        if stamped:
-            found.append(stamped)
-        if "compression" in config or "consumer_limits" in config or config.get("filter_subjects") or any(
-                not key.startswith(SERVER_METADATA_PREFIX) for key in config.get("metadata") or {}):
-            found.append(V2_10)
-    return max(found) if found else (2, 9)
+    number, exact = infer_version(account_info, configs, config_keys=("compression", "consumer_limits"), kept=True)
+    return number if exact else number[:2]  # only a stamp tells the patch release
 
 
 def version_text(version):
@@ -221,7 +132,10 @@ def desired_config(params):
         value = params.get(field.name)
         if value is None:
             continue
-        value = field.from_user(value)
+        try:
+            value = field.from_user(value)
+        except ValueError as exc:
+            raise ConsumerInputError(field.name, str(exc))
         if field.choices and value not in field.choices:
             raise ConsumerInputError(field.name, "%r is not one of %s" % (value, ", ".join(field.choices)))
         desired[field.name] = value
@@ -318,7 +232,7 @@ def check_config(config, version, desired=None):
     mode = mode_of(config)
     for field in FIELDS:
         value = config.get(field.name)
-        if value in (None, "", [], {}, False, 0):
+        if not field.in_use(value):
             continue
         if field.mode and field.mode != mode:
             if mode == PULL:

@@ -7,6 +7,9 @@ No I/O here. ``desired_from_params`` turns module options into the API
 config of what the user set; ``from_api`` brings a server's config into the
 same shape; ``plan`` decides between create, update, promote, recreate,
 delete and nothing from the two, the server's update rules and its version.
+``FIELDS`` declares each field once (see ``fields.Field``): the conversions
+both ways, the server's defaults, version floors and update rules all come
+from it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections import namedtuple
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import Diff, differences
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.fields import ABSENT, Field
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
     bare_seconds_warning,
     canonical_time,
@@ -27,7 +31,9 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
     size_bytes,
     tokens_collide,
 )
-from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import api_level_version, parse_version
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _versions
+
+parse_version = _versions.parse_version  # still importable from here
 
 
 # --------------------------------------------------------------------------
@@ -188,10 +194,6 @@ def desired_from_params(params):
 # --------------------------------------------------------------------------
 # user options -> API config (only what the user set)
 
-_SAME_NAME = ("description", "storage", "retention", "discard", "discard_new_per_subject", "no_ack",
-              "deny_delete", "deny_purge", "allow_direct", "mirror_direct", "compression", "allow_msg_ttl")
-_LIMITS = ("max_consumers", "max_msgs", "max_msgs_per_subject")
-_DURATIONS = ("max_age", "duplicate_window", "subject_delete_marker_ttl")
 _MAX_INT32 = 2**31 - 1
 
 
@@ -200,88 +202,103 @@ def to_api(params):
     server stores them: durations in ns, sizes in bytes, 0 limits as -1,
     sorted subjects, times in UTC. ``None`` means "remove" (``{}`` given)."""
     name = params["name"]
-
-    def fail(field, message):
-        raise StreamError("stream %r: %s: %s" % (name, field, message))
-
     config = {}
-    for key in _SAME_NAME:
-        if params.get(key) is not None:
-            config[key] = params[key]
-    for key in _LIMITS:
-        if params.get(key) is not None:
-            if params[key] < -1:
-                fail(key, "%r: use -1 (or 0) for unlimited" % params[key])
-            config[key] = params[key] or -1
-    for key, api_key in (("max_bytes", "max_bytes"), ("max_msg_size", "max_msg_size")):
-        if params.get(key) is not None:
+    for field in FIELDS:
+        if params.get(field.option) is not None:
             try:
-                value = size_bytes(params[key])
+                config[field.name] = field.from_user(params[field.option], name)
             except ValueError as exc:
-                fail(key, exc)
-            if key == "max_msg_size" and value > _MAX_INT32:
-                fail(key, "%r is larger than the server allows (%d bytes)" % (params[key], _MAX_INT32))
-            config[api_key] = value or -1
-    for key in _DURATIONS:
-        if params.get(key) is not None:
-            try:
-                config[key] = duration_ns(params[key])
-            except ValueError as exc:
-                fail(key, exc)
-    if config.get("duplicate_window") is not None and config["duplicate_window"] < 10**8:
-        fail("duplicate_window", "%r: use at least 100ms (the server's default is 2m)" % params["duplicate_window"])
-    if params.get("subjects") is not None:
-        config["subjects"] = sorted(set(_subject(name, "subjects", s) for s in params["subjects"]))
-    if params.get("replicas") is not None:
-        if not 1 <= params["replicas"] <= 5:
-            fail("replicas", "%r: use 1 to 5" % params["replicas"])
-        config["num_replicas"] = params["replicas"]
-    if params.get("allow_rollup") is not None:
-        config["allow_rollup_hdrs"] = params["allow_rollup"]
-    if params.get("first_seq") is not None:
-        if params["first_seq"] < 0:
-            fail("first_seq", "%r cannot be negative" % params["first_seq"])
-        config["first_seq"] = params["first_seq"]
-    if params.get("placement") is not None:
-        placement = {k: v for k, v in params["placement"].items() if v not in (None, "", [])}
-        if "tags" in placement:
-            placement["tags"] = sorted(set(placement["tags"]))
-        config["placement"] = placement or None
-    if params.get("subject_transform") is not None:
-        config["subject_transform"] = _transform(name, "subject_transform", params["subject_transform"])
-    if params.get("republish") is not None:
-        republish = {k: v for k, v in params["republish"].items() if v is not None}
-        if republish:
-            if not republish.get("dest"):
-                fail("republish", "dest is required")
-            _subject(name, "republish.dest", republish["dest"], transform=True)
-            if republish.get("src"):
-                _subject(name, "republish.src", republish["src"])
-        config["republish"] = republish or None
-    if params.get("consumer_limits") is not None:
-        limits = {}
-        given = params["consumer_limits"]
-        if given.get("inactive_threshold") is not None:
-            try:
-                limits["inactive_threshold"] = duration_ns(given["inactive_threshold"])
-            except ValueError as exc:
-                fail("consumer_limits.inactive_threshold", exc)
-        if given.get("max_ack_pending") is not None:
-            limits["max_ack_pending"] = given["max_ack_pending"]
-        config["consumer_limits"] = limits
-    if params.get("metadata") is not None:
-        config["metadata"] = _metadata(name, params["metadata"])
-    if params.get("mirror") is not None:
-        config["mirror"] = _source(name, "mirror", params["mirror"])
-    if params.get("sources") is not None:
-        sources = [_source(name, "sources[%d]" % i, s) for i, s in enumerate(params["sources"])]
-        keys = [_source_key(s) for s in sources]
-        for index, key in enumerate(keys):
-            if key in keys[:index]:
-                fail("sources[%d]" % index, "duplicates an earlier source (same name, filter and external API)")
-        config["sources"] = sorted(sources, key=_source_key)
+                raise StreamError("stream %r: %s: %s" % (name, field.option, exc))
+        if field.name == "subject_delete_marker_ttl":  # the last duration: errors keep their order
+            _check_window(name, config, params)
     _check_combinations(name, config)
     return config
+
+
+def _check_window(name, config, params):
+    if config.get("duplicate_window") is not None and config["duplicate_window"] < 10**8:
+        raise StreamError("stream %r: duplicate_window: %r: use at least 100ms (the server's default is 2m)"
+                          % (name, params["duplicate_window"]))
+
+
+# Converters of FIELDS: (the user's value, the stream's name) -> the API value.
+# A ValueError names the option; a StreamError is raised as worded.
+
+def _limit(value, name):
+    if value < -1:
+        raise ValueError("%r: use -1 (or 0) for unlimited" % value)
+    return value or -1
+
+
+def _size(value, name):
+    return size_bytes(value) or -1
+
+
+def _max_msg_size(value, name):
+    size = size_bytes(value)
+    if size > _MAX_INT32:
+        raise ValueError("%r is larger than the server allows (%d bytes)" % (value, _MAX_INT32))
+    return size or -1
+
+
+def _duration(value, name):
+    return duration_ns(value)
+
+
+def _subjects(value, name):
+    return sorted(set(check_subject(subject) for subject in value))
+
+
+def _replicas(value, name):
+    if not 1 <= value <= 5:
+        raise ValueError("%r: use 1 to 5" % value)
+    return value
+
+
+def _first_seq(value, name):
+    if value < 0:
+        raise ValueError("%r cannot be negative" % value)
+    return value
+
+
+def _placement(given, name):
+    placement = {k: v for k, v in given.items() if v not in (None, "", [])}
+    if "tags" in placement:
+        placement["tags"] = sorted(set(placement["tags"]))
+    return placement or None
+
+
+def _republish(given, name):
+    republish = {k: v for k, v in given.items() if v is not None}
+    if republish:
+        if not republish.get("dest"):
+            raise ValueError("dest is required")
+        _subject(name, "republish.dest", republish["dest"], transform=True)
+        if republish.get("src"):
+            _subject(name, "republish.src", republish["src"])
+    return republish or None
+
+
+def _consumer_limits(given, name):
+    limits = {}
+    if given.get("inactive_threshold") is not None:
+        try:
+            limits["inactive_threshold"] = duration_ns(given["inactive_threshold"])
+        except ValueError as exc:
+            raise StreamError("stream %r: consumer_limits.inactive_threshold: %s" % (name, exc))
+    if given.get("max_ack_pending") is not None:
+        limits["max_ack_pending"] = given["max_ack_pending"]
+    return limits
+
+
+def _sources(given, name):
+    sources = [_source(name, "sources[%d]" % i, s) for i, s in enumerate(given)]
+    keys = [_source_key(s) for s in sources]
+    for index, key in enumerate(keys):
+        if key in keys[:index]:
+            raise StreamError("stream %r: sources[%d]: duplicates an earlier source (same name, filter and external API)"
+                              % (name, index))
+    return sorted(sources, key=_source_key)
 
 
 def _check_combinations(name, config):
@@ -424,41 +441,50 @@ def _source_key(source):
 # --------------------------------------------------------------------------
 # server config -> the same shape
 
-_DEFAULTS = dict(description="", subjects=[], discard_new_per_subject=False, no_ack=False, deny_delete=False,
-                 deny_purge=False, allow_rollup_hdrs=False, allow_direct=False, mirror_direct=False,
-                 compression="none", first_seq=0, duplicate_window=0, allow_msg_ttl=False,
-                 subject_delete_marker_ttl=0, metadata={}, sources=[], placement=None, mirror=None,
-                 subject_transform=None, republish=None)
-_COPIED = ("name", "retention", "storage", "discard", "max_consumers", "max_msgs", "max_bytes", "max_age",
-           "max_msgs_per_subject", "max_msg_size", "num_replicas")
-
 
 def from_api(config):
     """A server's stream config in the shape ``to_api`` produces, with the
     server's own additions (``_nats.*`` metadata, empty defaults) settled."""
-    result = copy.deepcopy(_DEFAULTS)
-    for key in _COPIED:
-        if key in config:
-            result[key] = config[key]
-    for key in _DEFAULTS:
-        if config.get(key) not in (None, ""):
-            result[key] = copy.deepcopy(config[key])
-    result["subjects"] = sorted(result["subjects"])
-    result["metadata"] = {k: v for k, v in (config.get("metadata") or {}).items() if not k.startswith("_nats.")}
-    placement = {k: v for k, v in (config.get("placement") or {}).items() if k in ("cluster", "tags") and v}
+    result = {"name": config["name"]} if "name" in config else {}
+    for field in FIELDS:
+        if field.default is ABSENT:
+            if field.name in config:
+                result[field.name] = config[field.name]
+        else:
+            value = config.get(field.name)
+            result[field.name] = field.from_api(None if value == "" else value)
+    return result
+
+
+# Normalisers of FIELDS: the server's value (None when absent) -> the shape of to_api.
+
+def _placement_from_api(value):
+    placement = {k: v for k, v in (value or {}).items() if k in ("cluster", "tags") and v}
     if "tags" in placement:
         placement["tags"] = sorted(placement["tags"])
-    result["placement"] = placement or None
-    if result["republish"] is not None:
-        result["republish"] = {"src": result["republish"].get("src", ""), "dest": result["republish"].get("dest"),
-                               "headers_only": bool(result["republish"].get("headers_only"))}
-    limits = config.get("consumer_limits") or {}
-    result["consumer_limits"] = {"inactive_threshold": limits.get("inactive_threshold", 0),
-                                 "max_ack_pending": limits.get("max_ack_pending", 0)}
-    if config.get("mirror"):
-        result["mirror"] = _normalise_source(config["mirror"])
-    result["sources"] = sorted((_normalise_source(s) for s in config.get("sources") or []), key=_source_key)
-    return result
+    return placement or None
+
+
+def _republish_from_api(value):
+    if value is None:
+        return None
+    return {"src": value.get("src", ""), "dest": value.get("dest"), "headers_only": bool(value.get("headers_only"))}
+
+
+def _consumer_limits_from_api(value):
+    limits = value or {}
+    return {"inactive_threshold": limits.get("inactive_threshold", 0),
+            "max_ack_pending": limits.get("max_ack_pending", 0)}
+
+
+def _mirror_from_api(value):
+    if value is None:
+        return None
+    return _normalise_source(value) if value else copy.deepcopy(value)
+
+
+def _sources_from_api(value):
+    return sorted((_normalise_source(s) for s in value or []), key=_source_key)
 
 
 def _normalise_source(source):
@@ -476,6 +502,78 @@ def _normalise_source(source):
         result["external"] = {"api": source["external"].get("api", ""),
                               "deliver": source["external"].get("deliver") or ""}
     return result
+
+
+# --------------------------------------------------------------------------
+# the fields: each option once, with its API name, conversions both ways, the
+# server's default, the first release that knows it and its update rule
+
+V2_10, V2_11 = (2, 10, 0), (2, 11, 0)
+
+# The server's update rules (server/stream.go, configUpdateCheck), verified
+# against 2.9.10, 2.10.26, 2.11.11, 2.12.8, 2.14.6 and 2.15.1.
+# mutable_since: first version that changes the field on a live stream (None: never);
+# one_way: can be set, never unset; locked_values: values never changed to or from;
+# removable_since: first version that accepts removing it (a mirror: promotion).
+Rule = namedtuple("Rule", "mutable_since one_way locked_values removable_since", defaults=(None, False, (), None))
+
+
+def _uses_transforms(source):
+    return bool((source or {}).get("subject_transforms"))
+
+
+# In the order to_api converts them: the first bad option is the one reported.
+FIELDS = [
+    Field("description", "str"),
+    Field("storage", "str", default=ABSENT, immutable=Rule()),
+    Field("retention", "str", default=ABSENT, immutable=Rule(mutable_since=V2_10, locked_values=("workqueue",))),
+    Field("discard", "str", default=ABSENT),
+    Field("discard_new_per_subject", "bool"),
+    Field("no_ack", "bool"),
+    Field("deny_delete", "bool", immutable=Rule(one_way=True)),
+    Field("deny_purge", "bool", immutable=Rule(one_way=True)),
+    Field("allow_direct", "bool"),
+    Field("mirror_direct", "bool"),
+    Field("compression", "str", default="none", since=V2_10),
+    Field("allow_msg_ttl", "bool", since=V2_11, immutable=Rule(one_way=True)),
+    Field("max_consumers", "int", default=ABSENT, convert=_limit, immutable=Rule(mutable_since=(2, 12, 0))),
+    Field("max_msgs", "int", default=ABSENT, convert=_limit),
+    Field("max_msgs_per_subject", "int", default=ABSENT, convert=_limit),
+    Field("max_bytes", "size", default=ABSENT, convert=_size),
+    Field("max_msg_size", "size", default=ABSENT, convert=_max_msg_size),
+    Field("max_age", "duration", default=ABSENT, convert=_duration),
+    Field("duplicate_window", "duration", convert=_duration),
+    Field("subject_delete_marker_ttl", "duration", convert=_duration, since=V2_11),
+    Field("subjects", "list", convert=_subjects, normalise=lambda value: sorted([] if value is None else value)),
+    Field("num_replicas", "int", option="replicas", default=ABSENT, convert=_replicas),
+    Field("allow_rollup_hdrs", "bool", option="allow_rollup"),
+    Field("first_seq", "int", convert=_first_seq, since=V2_10),
+    Field("placement", "dict", convert=_placement, normalise=_placement_from_api),
+    Field("subject_transform", "dict", convert=lambda value, name: _transform(name, "subject_transform", value),
+          since=V2_10),
+    Field("republish", "dict", convert=_republish, normalise=_republish_from_api,
+          immutable=Rule(mutable_since=V2_10)),
+    Field("consumer_limits", "dict", convert=_consumer_limits, normalise=_consumer_limits_from_api, since=V2_10,
+          used=lambda value: any((value or {}).values())),
+    Field("metadata", "metadata", convert=lambda value, name: _metadata(name, value), since=V2_10),
+    Field("mirror", "dict", convert=lambda value, name: _source(name, "mirror", value), normalise=_mirror_from_api,
+          since=V2_10, used=_uses_transforms, since_path="mirror.subject_transforms",
+          immutable=Rule(removable_since=(2, 12, 0))),
+    Field("sources", "list", convert=_sources, normalise=_sources_from_api, since=V2_10,
+          used=lambda value: any(_uses_transforms(s) for s in value or []), since_path="sources.subject_transforms"),
+]
+
+_DURATIONS = tuple(f.option for f in FIELDS if f.kind == "duration")
+
+# First server release that knows a field (``since``). Older servers ignore unknown
+# fields silently (2.9, 2.10, 2.11) or reject them: refuse before sending. One
+# message names them all, oldest release first, then in the order of _FLOOR_ORDER.
+_FLOOR_ORDER = ("compression", "subject_transform", "metadata", "first_seq", "consumer_limits", "mirror", "sources")
+_FLOORS = sorted((f for f in FIELDS if f.since), key=lambda f: (
+    f.since, _FLOOR_ORDER.index(f.name) if f.name in _FLOOR_ORDER else len(_FLOOR_ORDER)))
+MIN_VERSION = dict((f.since_path, f.since) for f in _FLOORS)
+
+IMMUTABLE = dict((f.name, f.immutable) for f in FIELDS if f.immutable)
 
 
 # --------------------------------------------------------------------------
@@ -508,54 +606,28 @@ def version_from_stream(info):
     """The version of the server that answered a STREAM.INFO: 2.11+ say it in
     the metadata they add; 2.10 always writes ``compression``; 2.9 does not."""
     config = info.get("config") or {}
-    exact = parse_version((config.get("metadata") or {}).get("_nats.ver"))
-    if exact:
-        return ServerVersion(exact, True)
-    return ServerVersion((2, 10, 0) if "compression" in config else (2, 9, 0), False)
+    stamped = _versions.stamped_version(config)
+    if stamped:  # the server's own word, whatever else the config shows
+        return ServerVersion(stamped, True)
+    return ServerVersion(*_versions.infer_version(configs=[config], config_keys=("compression",)))
 
 
 def version_from_account(account):
     """The version floor of the server that answered a $JS.API.INFO: the API
     level from 2.11 on; 2.10 reports reserved storage, 2.9 does not."""
-    version = api_level_version((account.get("api") or {}).get("level"))
-    if version:
-        return ServerVersion(version, False)
-    return ServerVersion((2, 10, 0) if "reserved_memory" in account else (2, 9, 0), False)
-
-
-# First server release that knows a field. Older servers ignore unknown
-# fields silently (2.9, 2.10, 2.11) or reject them: refuse before sending.
-MIN_VERSION = {
-    "compression": (2, 10, 0),
-    "subject_transform": (2, 10, 0),
-    "metadata": (2, 10, 0),
-    "first_seq": (2, 10, 0),
-    "consumer_limits": (2, 10, 0),
-    "mirror.subject_transforms": (2, 10, 0),
-    "sources.subject_transforms": (2, 10, 0),
-    "allow_msg_ttl": (2, 11, 0),
-    "subject_delete_marker_ttl": (2, 11, 0),
-}
+    return ServerVersion(*_versions.infer_version(account, account_keys=("reserved_memory",)))
 
 
 def unsupported_fields(config, version):
     """Fields set to something that matters which ``version`` does not know
     (nothing when the version is not known)."""
     found = []
-    for field, since in MIN_VERSION.items():
-        if version is None or version.number >= since:
+    for field in _FLOORS:
+        if version is None or version.number >= field.since:
             continue
-        if field == "mirror.subject_transforms":
-            used = bool((config.get("mirror") or {}).get("subject_transforms"))
-        elif field == "sources.subject_transforms":
-            used = any(s.get("subject_transforms") for s in config.get("sources") or [])
-        elif field == "consumer_limits":
-            used = any((config.get(field) or {}).values())
-        else:
-            used = config.get(field) not in (None, False, 0, "", {}, [], "none")
-        if used:
+        if field.in_use(config.get(field.name)):
             found.append("%s needs nats-server %d.%d or later (the server is %s)"
-                         % (field, since[0], since[1], version_text(version)))
+                         % (field.since_path, field.since[0], field.since[1], version_text(version)))
     return found
 
 
@@ -565,24 +637,7 @@ def needs_version(config):
 
 
 # --------------------------------------------------------------------------
-# the server's update rules (server/stream.go, configUpdateCheck), verified
-# against 2.9.10, 2.10.26, 2.11.11, 2.12.8, 2.14.6 and 2.15.1
-
-# mutable_since: first version that changes the field on a live stream (None: never);
-# one_way: can be set, never unset; locked_values: values never changed to or from;
-# removable_since: first version that accepts removing it (a mirror: promotion).
-Rule = namedtuple("Rule", "mutable_since one_way locked_values removable_since", defaults=(None, False, (), None))
-
-IMMUTABLE = {
-    "storage": Rule(),
-    "retention": Rule(mutable_since=(2, 10, 0), locked_values=("workqueue",)),
-    "max_consumers": Rule(mutable_since=(2, 12, 0)),
-    "republish": Rule(mutable_since=(2, 10, 0)),
-    "deny_delete": Rule(one_way=True),
-    "deny_purge": Rule(one_way=True),
-    "allow_msg_ttl": Rule(one_way=True),
-    "mirror": Rule(removable_since=(2, 12, 0)),
-}
+# the server's update rules (IMMUTABLE, from the Rule of each field)
 
 PROMOTE = "promote"
 

@@ -517,3 +517,31 @@ def test_examples_cover_the_reference_scenario():
     assert any(t.get("name") == "recv-cnc" and t.get("mirror", {}).get("domain") == "hub" for t in used)
     assert any(t.get("api_prefix") == "JS.test@hub.API" for t in used)
     assert set(yaml.safe_load(module.RETURN)) == {"name", "action", "stream", "streams", "actions", "diff"}
+
+
+def test_the_first_bad_option_in_the_old_order_is_the_one_reported():
+    # every duration is read before the duplicate window's floor is checked
+    with pytest.raises(js.StreamError, match="subject_delete_marker_ttl: 'bad'"):
+        desired(duplicate_window="50ms", subject_delete_marker_ttl="bad")
+    with pytest.raises(js.StreamError, match="duplicate_window: 'bad'"):
+        desired(duplicate_window="bad", subject_delete_marker_ttl="bad")
+    with pytest.raises(js.StreamError, match="duplicate_window: '50ms': use at least 100ms"):
+        desired(duplicate_window="50ms", subjects=["bad subject"])
+    with pytest.raises(js.StreamError, match="first_seq: -1 cannot be negative"):
+        desired(first_seq=-1, metadata={"_nats.x": "1"})
+
+
+def test_the_config_keeps_the_order_options_were_always_converted_in():
+    config = desired(sources=[{"name": "A"}], metadata={"a": "b"}, first_seq=2, subject_delete_marker_ttl="1m",
+                     duplicate_window="1m", replicas=3, compression="s2", description="d").config
+    assert list(config) == ["description", "compression", "duplicate_window", "subject_delete_marker_ttl",
+                            "num_replicas", "first_seq", "metadata", "sources"]
+
+
+def test_several_newer_fields_are_named_in_one_message_in_a_fixed_order():
+    config = desired(metadata={"a": "b"}, first_seq=2, consumer_limits={"max_ack_pending": 5}, compression="s2",
+                     subject_transform={"src": "a", "dest": "b"}, allow_msg_ttl=True).config
+    with pytest.raises(js.StreamError) as caught:
+        js.plan(js.Desired("ORDERS", "present", config, "fail", False, [], None), None, V2_9, WHERE)
+    assert [part.split(" ")[0] for part in str(caught.value).split(": ", 1)[1].split("; ")] == [
+        "compression", "subject_transform", "metadata", "first_seq", "consumer_limits", "allow_msg_ttl"]
