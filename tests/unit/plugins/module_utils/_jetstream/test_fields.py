@@ -31,7 +31,7 @@ def test_field_kind_converts_what_the_user_wrote(kind, given, expected):
 def test_field_kind_conversion_raises_a_plain_value_error(kind, given, message):
     with pytest.raises(ValueError, match=message) as caught:
         Field("f", kind).from_user(given)
-    assert type(caught.value) is ValueError  # each model names the option in its own error
+    assert caught.type is ValueError  # each model names the option in its own error
 
 
 def test_field_convert_replaces_the_kind_and_gets_the_context():
