@@ -237,10 +237,8 @@ retired_signing_keys:
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module, require_nats_py
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.account import ARGUMENT_SPEC, converge, label
 
 
@@ -249,17 +247,9 @@ def main():
                          supports_check_mode=True, required_one_of=[["name", "accounts"]],
                          mutually_exclusive=[["name", "accounts"]])
     p = module.params
-    if jwt.nkeys is None:
-        from ansible.module_utils.basic import missing_required_lib
-        module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
-    nsc.warn_loose_keys_dir(module, p["keys_dir"])
     try:
-        if p["push"] and (p["state"] == "present" or p["accounts"] is not None):
-            require_nats_py(p)
-        if p["accounts"] is not None:
-            result = bulk.run(module, "accounts", ARGUMENT_SPEC, converge, label)
-        else:
-            result = converge(bulk.Run.of(module))
+        result = bulk.task(module, converge, "accounts", ARGUMENT_SPEC, label,
+                           push=p["push"] and (p["state"] == "present" or p["accounts"] is not None))
     except NatsEdgeError as exc:
         fail_from(module, exc)
     module.exit_json(**result)

@@ -119,22 +119,16 @@ signing_keys:
   elements: str
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.operator import ARGUMENT_SPEC, converge
 
 
 def main():
     module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    if jwt.nkeys is None:
-        from ansible.module_utils.basic import missing_required_lib
-        module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
-    nsc.warn_loose_keys_dir(module, module.params["keys_dir"])
     try:
-        result = converge(bulk.Run.of(module))
+        result = bulk.task(module, converge)
     except NatsEdgeError as exc:
         fail_from(module, exc)
     module.exit_json(**result)

@@ -248,13 +248,10 @@ unconfirmed:
   elements: str
 """
 
-from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module, require_nats_py
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.user import ARGUMENT_SPEC, CONSTRAINTS, converge, label
 
 
@@ -264,16 +261,8 @@ def main():
                                                                        ["users", "account"]],
                          required_one_of=[["name", "users"]], required_together=[["account", "name"]])
     p = module.params
-    if jwt.nkeys is None:
-        module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
-    nsc.warn_loose_keys_dir(module, p["keys_dir"])
     try:
-        if p["push"]:
-            require_nats_py(p)
-        if p["users"] is not None:
-            result = bulk.run(module, "users", ARGUMENT_SPEC, converge, label, **CONSTRAINTS)
-        else:
-            result = converge(bulk.Run.of(module))
+        result = bulk.task(module, converge, "users", ARGUMENT_SPEC, label, push=p["push"], **CONSTRAINTS)
     except NatsEdgeError as exc:
         fail_from(module, exc)
     module.exit_json(**result)

@@ -19,8 +19,13 @@ the items before it did.
 
 from __future__ import annotations
 
+from ansible.module_utils.basic import missing_required_lib
+
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError, where
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import require_nats_py
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.common import warn_loose_keys_dir
 
 # the single form's spec and its constraints, less these task-level options
 TASK_LEVEL = ("store_dir", "keys_dir", "operator", "lock_timeout", "push", "expected_servers")
@@ -113,6 +118,20 @@ def run(module, key, item_spec, converge, label, **constraints):
         exc.result.update(summary(exc.results, module._diff))
         raise
     return summary(results, module._diff)
+
+
+def task(module, converge, key=None, item_spec=None, label=None, push=False, **constraints):
+    """An nsc module's run once its options are parsed: the nkeys library, the keys directory's mode, nats-py
+    when the run pushes, then the bulk form (``module.params[key]`` set) or the single one. The module's result,
+    or a NatsEdgeError carrying it; the module's main() exits or fails with it."""
+    if jwt.nkeys is None:
+        raise NatsEdgeError(missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
+    warn_loose_keys_dir(module, module.params["keys_dir"])
+    if push:
+        require_nats_py(module.params)
+    if key and module.params[key] is not None:
+        return run(module, key, item_spec, converge, label, **constraints)
+    return converge(Run.of(module))
 
 
 def summary(results, diff):

@@ -1,9 +1,7 @@
 """One error path for the nsc side: converge(run) returns the result or raises a NatsEdgeError carrying what was
 done, the bulk forms turn the first failing item into an error naming it, and nothing under module_utils/_nsc ends
-a module run itself. Stores written in tmp dirs with the collection's own code."""
+a module run itself (test_errors.py holds that for all of module_utils). Stores written in tmp dirs with the collection's own code."""
 
-import ast
-import glob
 import os
 
 import pytest
@@ -16,16 +14,6 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 5))
-
-
-@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "plugins", "module_utils", "_nsc", "*.py"))),
-                         ids=os.path.basename)
-def test_nothing_under_nsc_ends_a_module_run(path):
-    with open(path) as handle:
-        tree = ast.parse(handle.read(), path)
-    calls = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
-             and isinstance(node.func, ast.Attribute) and node.func.attr in ("fail_json", "exit_json")]
-    assert not calls, "%s ends a module run at line(s) %s: raise a NatsEdgeError instead" % (path, calls)
 
 
 def params(spec, **given):
@@ -137,3 +125,26 @@ def test_an_items_secrets_join_the_modules_no_log_values(dirs):
     items = bulk.checked_items(module, "items", spec, lambda item: item.get("name"))
     assert items[0][0] == "items[0] (a)" and items[0][1]["secret"] == "s3" and items[0][1]["operator"] == "fleet"
     assert "s3" in module.no_log_values
+
+
+class _Module(object):
+    def __init__(self, **params):
+        self.params = dict(keys_dir="/nonexistent-keys-dir", **params)
+        self.check_mode, self._diff, self.warnings = False, False, []
+
+    def warn(self, text):
+        self.warnings.append(text)
+
+
+def test_a_task_without_the_nkeys_library_raises_before_anything(monkeypatch):
+    monkeypatch.setattr(bulk.jwt, "nkeys", None)
+    with pytest.raises(NatsEdgeError, match="nkeys") as caught:
+        bulk.task(_Module(), lambda run: pytest.fail("converged without nkeys"))
+    assert "exception" in caught.value.result
+
+
+def test_a_task_runs_the_single_form_without_its_list():
+    seen = []
+    result = bulk.task(_Module(accounts=None, name="A"), lambda run: seen.append(run.params["name"]) or {"changed": False},
+                       "accounts", {"name": {"type": "str"}}, lambda item: item.get("name"))
+    assert seen == ["A"] and result == {"changed": False}
