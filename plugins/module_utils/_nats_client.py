@@ -467,6 +467,16 @@ class JetStream(object):
                                  error.get("description", "") + suffix)
         return reply
 
+    def lookup(self, name, missing=JS_STREAM_NOT_FOUND):
+        """The reply of an INFO request (``STREAM.INFO.<stream>``), None when the API answers that what it
+        names does not exist (``missing``: JS_STREAM_NOT_FOUND or JS_CONSUMER_NOT_FOUND); other errors raise."""
+        try:
+            return self.call(name)
+        except JetStreamError as exc:
+            if exc.err_code == missing:
+                return None
+            raise
+
     def _ask_again(self, subject, body, timeout, delays, err_codes):
         """The same request after each delay until its reply is not one of ``err_codes``; the last reply."""
         for delay in delays:

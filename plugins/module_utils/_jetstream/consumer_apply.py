@@ -12,7 +12,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consume
     FIELDS, ConsumerInputError, ImmutableChange, actual_config, check_name, desired_config, display, domain_version,
     duration_warnings, filter_warnings, merged_config, plan, request_body)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JS_CONSUMER_NOT_FOUND, JS_STREAM_NOT_FOUND, JetStreamError, NatsClientError)
+    JS_CONSUMER_NOT_FOUND, JetStreamError, NatsClientError)
 
 
 _DURATION = dict(type="raw")
@@ -166,18 +166,14 @@ class ConsumerManager(object):
 
     def _stream_info(self):
         try:
-            return self.js.call("STREAM.INFO.%s" % self.stream)
+            return self.js.lookup("STREAM.INFO.%s" % self.stream)
         except JetStreamError as exc:
-            if exc.err_code == JS_STREAM_NOT_FOUND:
-                return None
             self.fail("cannot read stream %r: %s (err_code %s)" % (self.stream, exc.description, exc.err_code))
 
     def _consumer_info(self):
         try:
-            return self.js.call("CONSUMER.INFO.%s.%s" % (self.stream, self.name))
+            return self.js.lookup("CONSUMER.INFO.%s.%s" % (self.stream, self.name), JS_CONSUMER_NOT_FOUND)
         except JetStreamError as exc:
-            if exc.err_code == JS_CONSUMER_NOT_FOUND:
-                return None
             self.fail("cannot read the consumer: %s (err_code %s)" % (exc.description, exc.err_code))
 
     def _account_info(self):

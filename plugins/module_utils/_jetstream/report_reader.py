@@ -13,7 +13,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_
     LOCAL, STATUS_OK, apply_origin, domain_of, entry_filters, mark_stalled, replication_entries, replication_rows,
     row_key, stream_row)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JS_STREAM_NOT_FOUND, JetStream, JetStreamError, NatsClientError)
+    JetStream, JetStreamError, NatsClientError)
 
 # a copy whose origin has been quiet longer than this is called inactive (jetstream_info's default)
 INACTIVE_AFTER = "10s"
@@ -44,10 +44,8 @@ class DomainReader(object):
 
     def info(self, name):
         try:
-            return self.js.call("STREAM.INFO.%s" % name)
+            return self.js.lookup("STREAM.INFO.%s" % name)
         except JetStreamError as exc:
-            if exc.err_code == JS_STREAM_NOT_FOUND:
-                return None
             raise InfoFailure("stream %r %s: %s (err_code %s)" % (name, self.js.where(), exc.description,
                                                                   exc.err_code)) from exc
 

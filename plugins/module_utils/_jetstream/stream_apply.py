@@ -16,7 +16,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import Nat
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import placement as js_placement
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
-    JS_STREAM_NOT_FOUND, JetStream, JetStreamError, NatsClient, NatsClientError, connection_params)
+    JetStream, JetStreamError, NatsClient, NatsClientError, connection_params)
 
 _ORDER = ("delete", "update", "promote", "recreate", "create")
 _ENVELOPE = ("type", "total", "offset", "limit", "did_create")
@@ -185,22 +185,16 @@ class StreamManager(object):
         js = JetStream(client, api_prefix=api) if api else self.js
         where = js.where() if api else "in the same domain"
         try:
-            js.call("STREAM.INFO.%s" % origin)
-        except JetStreamError as exc:
-            if exc.err_code == JS_STREAM_NOT_FOUND:
+            if js.lookup("STREAM.INFO.%s" % origin) is None:
                 return "does not exist %s" % where
+        except JetStreamError as exc:
             return "could not be read %s (%s)" % (where, exc.description)
         except NatsClientError as exc:
             return "could not be looked up %s (%s)" % (where, exc)
         return None
 
     def info(self, name):
-        try:
-            return self.js.call("STREAM.INFO.%s" % name)
-        except JetStreamError as exc:
-            if exc.err_code == JS_STREAM_NOT_FOUND:
-                return None
-            raise
+        return self.js.lookup("STREAM.INFO.%s" % name)
 
     def entry(self, plan, info):
         entry = dict(name=plan.name, action=plan.action, changed=False, stream=_stream(info))

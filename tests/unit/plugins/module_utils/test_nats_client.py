@@ -1,4 +1,4 @@
-"""The client's missing-library check raises instead of failing the module."""
+"""The client facade: the missing-library check raises instead of failing the module; lookup tells "not found" from other errors."""
 
 import pytest
 
@@ -23,3 +23,30 @@ def test_require_nats_py_passes_with_the_library(monkeypatch):
     nc.require_nats_py({"servers": ["ws://a:8080"]})
     nc.require_nats_py({})
     assert asked == [["ws://a:8080"], []]
+
+
+class _Answers(object):
+    """A client whose JetStream API answers each request with the error code given for it (None: a reply)."""
+
+    def __init__(self, err_code):
+        self.err_code = err_code
+
+    def request_json(self, subject, body=None, timeout=None):
+        if self.err_code is None:
+            return {"subject": subject}
+        return {"error": {"code": 404, "err_code": self.err_code, "description": "not found"}}
+
+
+@pytest.mark.parametrize("err_code, missing, found", [
+    (None, nc.JS_STREAM_NOT_FOUND, {"subject": "$JS.API.STREAM.INFO.A"}),
+    (nc.JS_STREAM_NOT_FOUND, nc.JS_STREAM_NOT_FOUND, None),
+    (nc.JS_CONSUMER_NOT_FOUND, nc.JS_CONSUMER_NOT_FOUND, None),
+])
+def test_lookup_is_none_only_for_what_it_looks_for(err_code, missing, found):
+    assert nc.JetStream(_Answers(err_code)).lookup("STREAM.INFO.A", missing) == found
+
+
+def test_lookup_raises_any_other_error():
+    with pytest.raises(nc.JetStreamError) as caught:
+        nc.JetStream(_Answers(nc.JS_CONSUMER_NOT_FOUND)).lookup("STREAM.INFO.A")
+    assert caught.value.err_code == nc.JS_CONSUMER_NOT_FOUND
