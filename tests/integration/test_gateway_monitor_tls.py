@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import ssl
-import time
 import urllib.error
 import urllib.request
 
@@ -22,7 +21,7 @@ from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_con
 
 from conftest import ROOT, free_port, run_playbook
 from pki import CA, fingerprint
-from test_route_security import deliveries, render, start
+from test_route_security import deliveries, holds, render, start
 from test_route_security import settings as route_settings
 
 FLEET_CA = "fleet"
@@ -53,17 +52,6 @@ def gateways(server):
     """(names of the clusters ``server`` holds an outbound gateway connection to, names it takes one from)."""
     gatewayz = server.get("gatewayz")
     return (sorted(gatewayz.get("outbound_gateways") or {}), sorted(gatewayz.get("inbound_gateways") or {}))
-
-
-def holds(observe, expected, seconds):
-    """``observe()`` returns ``expected`` at every check for ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while True:
-        seen = observe()
-        assert seen == expected, seen
-        if time.monotonic() >= deadline:
-            return
-        time.sleep(0.1)
 
 
 def served_certificate(port, ca_path, client_cert=None, server_hostname="localhost"):
