@@ -21,7 +21,7 @@ from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_con
 
 from conftest import ROOT, free_port, run_playbook
 from pki import CA, fingerprint
-from test_route_security import deliveries, holds, render, start
+from test_route_security import deliveries, holds, impostor_ca, log, render, start
 from test_route_security import settings as route_settings
 
 FLEET_CA = "fleet"
@@ -33,19 +33,6 @@ def settings(ca, name, **over):
     """The role's settings for server ``name`` on loopback, with a certificate from ``ca`` and the gateway
     password."""
     return route_settings(ca, name, **dict({"gateway_password": GATEWAY_PASSWORD}, **over))
-
-
-def impostor_ca(tmp_path):
-    """A CA of its own with the fleet CA's name, so a rogue's TLS client presents its certificate to a peer that
-    asks for one issued by the fleet CA (and the peer's own verification is what refuses it)."""
-    folder = tmp_path / "impostor"
-    folder.mkdir(exist_ok=True)
-    return CA(folder, FLEET_CA)
-
-
-def log(server):
-    with open(server.log.name) as handle:
-        return handle.read()
 
 
 def gateways(server):
