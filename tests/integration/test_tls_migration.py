@@ -2,8 +2,10 @@
 ``guide_tls_migration`` guide, run by real nats-servers on loopback with the configs the role builds
 (``_server_config.build_config``) at each step.
 
-The fleet: a hub cluster of three servers and a site (``spoke``) of two, joined to the hub as leaf nodes,
-each with its JetStream domain; the stream ``ORDERS`` (three replicas) on the hub. It starts as the previous
+The fleet: a hub cluster of three servers and a site (``spoke``) of three, joined to the hub as leaf nodes,
+each with its JetStream domain (three servers, as the reference fleet runs them: a cluster of two loses its
+JetStream quorum whenever one of them restarts, and 2.9.10 has been seen without a meta leader for minutes
+after); the stream ``ORDERS`` (three replicas) on the hub. It starts as the previous
 release ran it: every listener in plaintext, routes without a password. Two publishers run throughout, each
 publishing with a message id and waiting for the stream's acknowledgement (publishing again, with the same
 id, until it has one): one connected to the hub (its acknowledgements need a route: three replicas), one
@@ -47,7 +49,7 @@ from pki import CA
 
 PASSWORD = "fleet-route-password-0123456789"
 HUBS = ("hub-1", "hub-2", "hub-3")
-SITE = ("spoke-1", "spoke-2")
+SITE = ("spoke-1", "spoke-2", "spoke-3")
 STREAM = "ORDERS"
 # the longest a publisher may wait for an acknowledgement while a step runs (measured: 1.1 s at most; 2.9.10 has
 # once been seen to take over 15 s after a spoke's restart on a loaded 2-core machine, cause unknown, so it gets
