@@ -10,27 +10,21 @@ import sys
 import pytest
 import yaml
 
+from role_files import load, walk_tasks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROLE = os.path.join(ROOT, "roles", "nats_server")
 
 
 def _load(path):
-    with open(os.path.join(ROLE, path)) as handle:
-        return yaml.safe_load(handle)
-
-
-def _tasks(tasks):
-    for task in tasks or []:
-        yield task
-        for nested in ("block", "rescue", "always"):
-            yield from _tasks(task.get(nested))
+    return load("nats_server", path)
 
 
 def monitor_reads():
     """(file, task name, uri arguments) of every task of the role that reads the monitoring port."""
     found = []
     for path in sorted(glob.glob(os.path.join(ROLE, "tasks", "**", "*.yml"), recursive=True)):
-        for task in _tasks(_load(path)):
+        for task in walk_tasks(_load(path)):
             uri = task.get("ansible.builtin.uri") or task.get("uri")
             if uri and "_nats_server_monitor_url" in str(uri.get("url")):
                 found.append((os.path.relpath(path, ROLE), task.get("name"), uri))
@@ -137,7 +131,7 @@ def every_monitor_read():
                     tasks.extend(item.get(section) or [])
             else:
                 tasks.append(item)
-        for task in _tasks(tasks):
+        for task in walk_tasks(tasks):
             uri = isinstance(task, dict) and (task.get("ansible.builtin.uri") or task.get("uri"))
             url = str(uri.get("url")) if uri else ""
             if uri and ("monitor" in url or "http_port" in url or "127.0.0.1" in url):

@@ -5,28 +5,20 @@ from there, so the two cannot disagree (a disagreement would rewrite a file on e
 import os
 import re
 
-import yaml
+
+import role_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROLE = os.path.join(ROOT, "roles", "nats_server")
 
 
 def load(path):
-    with open(os.path.join(ROLE, path)) as handle:
-        return yaml.safe_load(handle)
-
-
-def tasks(items):
-    for task in items or []:
-        yield task
-        for key in ("block", "rescue", "always"):
-            yield from tasks(task.get(key))
+    return role_files.load("nats_server", path)
 
 
 def test_every_write_of_config_write_takes_owner_group_and_mode_from_the_one_declaration():
     modes = load("vars/main.yml")["_nats_server_modes"]
     used = set()
-    for task in tasks(load("tasks/config_write.yml")):
+    for task in role_files.walk_tasks(load("tasks/config_write.yml")):
         for module in ("ansible.builtin.file", "ansible.builtin.copy", "ansible.builtin.template"):
             args = task.get(module)
             if not isinstance(args, dict) or args.get("state") == "absent":
