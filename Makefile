@@ -50,7 +50,7 @@ help:
 	@echo "make demo      bring up the 9-host lab, converge hub and spokes and their streams, print reports"
 	@echo "make test      lint, unit, integration (newest and oldest ansible-core) and molecule tests (installs what it needs)"
 	@echo "make lint      ansible-lint, ansible-test sanity (newest and oldest ansible-core), Galaxy's importer, docs"
-	@echo "make unit | integration | integration-oldest | molecule | molecule-fleet | molecule-spark | molecule-rollout | molecule-rotate | bench | sanity | sanity-oldest"
+	@echo "make unit | integration | integration-oldest | integration-alone | molecule | molecule-fleet | molecule-spark | molecule-rollout | molecule-rotate | bench | sanity | sanity-oldest"
 	@echo "make build | docs | changelog | demo-down | clean"
 
 # --- toolchain -----------------------------------------------------------------
@@ -114,28 +114,40 @@ TEST_LANES ?= 4
 test: venv venv-oldest lab-ready $(DEBIAN_NATS)
 	@$(MAKE) --no-print-directory lint unit
 	@$(MAKE) --no-print-directory test-lanes
+	@$(MAKE) --no-print-directory integration-alone
 
 test-lanes:
-	@if [ "$(TEST_LANES)" = 1 ]; then $(MAKE) --no-print-directory integration integration-oldest molecule; \
+	@if [ "$(TEST_LANES)" = 1 ]; then $(MAKE) --no-print-directory integration integration-oldest molecule \
+	  PYTEST_SELECT="-m 'not alone'"; \
 	else LANE_LOGS=$(ROOT)/build/lanes tests/lanes.sh lane-integration lane-integration-oldest \
 	  molecule-lane-fleet molecule-lane-data; fi
 
 lane-integration lane-integration-oldest: lane-%:
-	@start=$$(date +%s); $(MAKE) --no-print-directory $*; echo "$*: passed in $$(( $$(date +%s) - start )) s"
+	@start=$$(date +%s); $(MAKE) --no-print-directory $* PYTEST_SELECT="-m 'not alone'"; \
+	  echo "$*: passed in $$(( $$(date +%s) - start )) s"
+
+# The integration tests marked alone measure the longest gap in acknowledgements while a fleet restarts: they
+# run by themselves, on both toolchains, once the lanes have ended (under the lanes' load a gap measures the load).
+.PHONY: integration-alone
+integration-alone: venv venv-oldest $(DEBIAN_NATS)
+	@start=$$(date +%s); pytest -q -m alone tests/integration; \
+	  PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q -m alone tests/integration; \
+	  echo "integration-alone: passed in $$(( $$(date +%s) - start )) s"
 
 .PHONY: unit
 unit: venv
 	pytest -q tests/unit
 
 .PHONY: integration integration-oldest
+# PYTEST_SELECT: make test's lanes leave out the tests marked alone (they run after the lanes)
 integration: venv $(DEBIAN_NATS)
-	pytest -q tests/integration
+	pytest -q $(PYTEST_SELECT) tests/integration
 
 # The Spark package does not use ansible-core: its tests run once, in .venv, and are skipped here
 # with that reason.
 
 integration-oldest: venv-oldest $(DEBIAN_NATS)
-	PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q tests/integration
+	PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q $(PYTEST_SELECT) tests/integration
 
 .PHONY: molecule molecule-fleet molecule-spark molecule-rollout
 # spark-ci: the data pipeline on three lab hosts, the Spark cluster on one of them

@@ -12,3 +12,8 @@ if not os.path.exists(LINK):
     os.symlink(ROOT, LINK)
 if LINK_ROOT not in sys.path:
     sys.path.insert(0, LINK_ROOT)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "alone: measures timing under load; make test runs it after the parallel lanes, "
+                            "by itself")

@@ -42,6 +42,8 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
+
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
 
 from conftest import Server, free_port
@@ -339,10 +341,21 @@ async def _add_stream(url):
     import nats
     from nats.js.api import StorageType, StreamConfig
 
+    from nats.js.errors import BadRequestError
+
     nc = await nats.connect(url, connect_timeout=3, allow_reconnect=False)
     try:
-        await nc.jetstream(timeout=10).add_stream(StreamConfig(name=STREAM, subjects=["orders.>"], num_replicas=3,
-                                                               storage=StorageType.FILE))
+        # a cluster just started may not yet count every peer online ("no suitable peers for placement, peer
+        # offline", 10005): the same request again, as an operator would, for up to 30 s
+        for attempt in range(30):
+            try:
+                await nc.jetstream(timeout=10).add_stream(StreamConfig(
+                    name=STREAM, subjects=["orders.>"], num_replicas=3, storage=StorageType.FILE))
+                break
+            except BadRequestError as exc:
+                if exc.err_code != 10005 or attempt == 29:
+                    raise
+                await asyncio.sleep(1)
     finally:
         await nc.close()
 
@@ -374,6 +387,8 @@ def tls_round_trip(port, ca_path):
 # the procedure
 
 
+# it measures the longest gap in acknowledgements: make test runs it alone, after the parallel lanes
+@pytest.mark.alone
 def test_a_running_plaintext_fleet_moves_to_tls_without_losing_a_message(nats_binary, tmp_path):
     binary, version = nats_binary
     max_gap = MAX_GAP.get(version, MAX_GAP_NEWER)
