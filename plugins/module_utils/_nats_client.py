@@ -141,9 +141,8 @@ def connection_params(params, creds):
 def require_nats_py(params):
     """Raise NatsClientError, worded as ansible's missing_required_lib with the import's traceback in its result
     (``exception``), when nats-py cannot be imported. ``params``: the task's options (their ``servers`` decide
-    whether the websocket transport is loaded); a module is taken for its params."""
-    params = getattr(params, "params", params) or {}
-    if not load_nats_py(params.get("servers") or ()):
+    whether the websocket transport is loaded)."""
+    if not load_nats_py((params or {}).get("servers") or ()):
         raise NatsClientError(missing_required_lib(NATS_PY), exception=_IMPORT_ERROR)
 
 

@@ -70,11 +70,7 @@ def checked_consumer(module, params):
 
 
 class ConsumerFailure(NatsEdgeError):
-    """A failure worded for the user, with extra result keys."""
-
-    def __init__(self, msg, **extra):
-        super(ConsumerFailure, self).__init__(msg, **extra)
-        self.extra = self.result  # the result keys, under their older name
+    """A failure worded for the user, with extra result keys (``result``)."""
 
 
 class ConsumerManager(object):

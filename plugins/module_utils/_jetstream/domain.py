@@ -109,7 +109,7 @@ class Domain(object):
     def changing_copies(self, connect):
         """The copies of this run not found as declared, read and planned only: no placement is checked and no
         origin looked up, as their origins may not exist yet."""
-        reader = AccountStreams(self.module, [desired for desired in self.declared if _is_copy(desired)])
+        reader = AccountStreams(self.module, [desired for desired in self.declared if is_copy(desired.config)])
         reader.plan(connect, checks=False)
         return reader.changing()
 
@@ -119,11 +119,11 @@ class Domain(object):
         changing = self.changing_copies(connect)
         if not changing:
             return self
-        copy_flags = [_is_copy(desired) for desired in self.declared]
+        copy_flags = [is_copy(desired.config) for desired in self.declared]
         origins, start = dict(self.items, consumers=[], fetches=[]), 0
         for key in ("streams", "kv_buckets", "object_stores"):  # the order of self.declared
             flags = copy_flags[start:start + len(self.items[key])]
-            origins[key] = [item for item, is_copy in zip(self.items[key], flags) if not is_copy]
+            origins[key] = [item for item, copies in zip(self.items[key], flags) if not copies]
             start += len(self.items[key])
         domain = Domain(self.module, origins, quiet=True)
         domain.deferred = changing  # it holds no copy: nothing to wait for
@@ -186,7 +186,7 @@ class Domain(object):
         """The streams (buckets' and stores' too) of this run that copy from an origin, per account's creds."""
         out = {}
         for desired in self.declared:
-            if desired.state == "present" and _is_copy(desired):
+            if desired.state == "present" and is_copy(desired.config):
                 out.setdefault(desired.creds, []).append(desired.name)
         return out
 
@@ -287,10 +287,6 @@ class Domain(object):
         if self.module._diff:
             out["diff"] = [e.get("diff") for group in groups for e in group if e["changed"]]
         return out
-
-
-def _is_copy(desired):
-    return is_copy(desired.config)
 
 
 class Connections(object):
