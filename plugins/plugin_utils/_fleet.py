@@ -17,7 +17,7 @@ import os
 from urllib.parse import quote
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
-from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError, is_copy
+from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError, is_copy, where
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain
 
 # Keys of an item that belong to the fleet, not to the module that converges it.
@@ -92,10 +92,9 @@ def _label(kind, item, index):
         name = "share of %s from %s to %s" % (share.get("stream"), share.get("from_account"), share.get("to_account"))
     if kind == "fetch" and isinstance(item, dict):
         name = "%s/%s" % (item.get("bucket"), item.get("name"))
-    return "%s[%d]%s" % ({"account": "nats_accounts", "export": "nats_exports", "stream": "nats_streams",
-                          "consumer": "nats_consumers", "kv": "nats_kv_buckets", "objects": "nats_object_stores",
-                          "fetch": "nats_object_fetch"}[kind], index,
-                         " (%s)" % name if name else "")
+    return where({"account": "nats_accounts", "export": "nats_exports", "stream": "nats_streams",
+                  "consumer": "nats_consumers", "kv": "nats_kv_buckets", "objects": "nats_object_stores",
+                  "fetch": "nats_object_fetch"}[kind], index, name)
 
 
 def check(accounts=None, exports=None, streams=None, consumers=None, where="", kv_buckets=None, object_stores=None,
