@@ -138,3 +138,12 @@ def test_json_rows_are_typed_and_errors_name_the_field():
     # a row in error has no values at all: nothing half-parsed reaches a table
     for name, _kind in FIELDS:
         assert columns[name][2:] == [None] * (len(payloads) - 2)
+
+
+def test_an_unreadable_file_is_named_with_the_caller_s_error(tmp_path):
+    (tmp_path / "job.yml").write_text("a: 1\n")
+    assert opts.read_text(str(tmp_path / "job.yml"), KeyError) == "a: 1\n"
+    with pytest.raises(LookupError, match=r"cannot read creds file .*/gone\.creds: No such file"):
+        opts.read_text(str(tmp_path / "gone.creds"), LookupError, "creds file")
+    with pytest.raises(ValueError, match=r"^cannot read .*/gone\.yml: No such file"):
+        opts.read_text(str(tmp_path / "gone.yml"), ValueError)

@@ -22,6 +22,8 @@ import ssl
 import time
 from urllib.parse import unquote, urlsplit
 
+from pyspark_jetstream._options import read_text
+
 __all__ = ["Connection", "NatsError", "NoResponders", "RequestTimeout", "Frame", "parse_headers", "read_creds"]
 
 _CRLF = b"\r\n"
@@ -74,11 +76,7 @@ def parse_headers(block):
 
 def read_creds(path):
     """(user JWT, nkey seed) of a creds file."""
-    try:
-        with open(path) as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise NatsError("cannot read creds file %s: %s" % (path, exc.strerror or exc))
+    text = read_text(path, NatsError, "creds file")
     blocks = _CREDS_BLOCK.findall(text)
     if len(blocks) < 2:
         raise NatsError("creds file %s has no user JWT and seed" % path)

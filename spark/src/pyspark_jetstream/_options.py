@@ -10,6 +10,17 @@ import datetime as dt
 import math
 import re
 
+
+def read_text(path, error, what=None):
+    """The text of the file ``path``; ``error`` (an exception class) is raised, naming ``what`` and the
+    path, when it cannot be read."""
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError as exc:
+        raise error("cannot read %s%s: %s" % (what + " " if what else "", path, exc.strerror or exc)) from exc
+
+
 #: the options the data source knows; anything else is refused (typos are bugs)
 KNOWN = {
     "servers": "NATS URLs, comma separated",

@@ -44,11 +44,7 @@ class ConfigError(ValueError):
 
 def load_config(path):
     """The checked configuration of a YAML or JSON file."""
-    try:
-        with open(path) as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise ConfigError("cannot read %s: %s" % (path, exc.strerror or exc))
+    text = opts.read_text(path, ConfigError)
     try:
         import yaml
 
