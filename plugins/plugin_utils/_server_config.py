@@ -410,6 +410,11 @@ def build_config(s):
                                "nats-route", "nats_server_cluster_port", _port(s, "cluster_port"),
                                s.get("inventory_hostname"))
         routes += [r for r in s.get("cluster_routes") or [] if r not in routes]
+        if s.get("cluster_advertise"):
+            # gossiped to the other servers, which open their implicit routes to it: an address there would
+            # stop verifying against the certificate once the host's address changes (a restart, a new lease)
+            cluster["advertise"] = _advertise(s["cluster_advertise"], _port(s, "cluster_port"),
+                                              "nats_server_cluster_advertise")
         if "cluster" not in plaintext:
             cluster["tls"] = _tls(s, "cluster", verify=True, ca_required=True)
         user, password = _route_credentials(s)

@@ -277,6 +277,12 @@ def test_the_fleet_ca_issues_each_hosts_certificate_once_and_again_only_when_ask
     after = fleet.snapshot()
     assert [path for path in before if before[path] != after.get(path)] == [str(fleet.cert_path("h2"))]
 
+    # the address h2 advertises to its cluster (host:port) is a name of its certificate: implicit routes verify it
+    fleet.host_vars["h2"]["nats_server_cluster_advertise"] = "h2.routes.example:16222"
+    rerouted = fleet.run()
+    assert rerouted.changed_tasks("h2") == [SIGN_TASK] and rerouted.changed("h1") == 0
+    check_issued(fleet, "h2", default_ipv4, extra=["h2.routes.example"])
+
 
 def test_a_first_run_in_check_mode_changes_nothing_and_predicts_the_ca_and_the_keys(fleet):
     # h2's key directory is there already, h1's not

@@ -147,6 +147,40 @@ def test_the_cluster_forms_its_route_over_tls_with_authentication(fleet):
     assert "Authorization Violation" not in log(n1) + log(n2)
 
 
+def test_the_cluster_routes_to_the_address_a_member_advertises_and_verifies_it_by_name(
+        nats_binary, start_server, tmp_path):
+    """n2 and n3 each route only to n1 and learn of each other from its gossip: they open the route between them
+    to the address the other advertises (``nats_server_cluster_advertise``), and verify the certificate against
+    it. Advertised by name, it verifies as the name, whatever address the host has; an advertised address that
+    does not lead to the server leaves that route out (a peer's address that its certificate no longer states
+    does the same, after a restart gives it another)."""
+    ca = CA(tmp_path, FLEET_CA)
+    ports = [free_port() for _ in range(3)]
+
+    def node(index, advertise):
+        """n1 routes to n2, n2 and n3 to n1."""
+        route = "nats-route://localhost:%d" % ports[1 if index == 0 else 0]
+        return start(start_server, nats_binary, settings(
+            ca, "n%d" % (index + 1), cluster_name="hub", cluster_port=ports[index], cluster_password=PASSWORD,
+            cluster_routes=[route], cluster_advertise=advertise))
+
+    # n2 and n3 advertise loopback ports nobody listens on: each learns the other's from n1 and cannot route there
+    # (either of them opening the route would be enough for it to form)
+    n1 = node(0, "localhost")
+    n2, n3 = node(1, "127.0.0.1:%d" % free_port()), node(2, "127.0.0.1:%d" % free_port())
+    ids = [n.wait(lambda n=n: server_id(n)) for n in (n1, n2, n3)]
+    n1.wait(lambda: peers(n1) == sorted([ids[1], ids[2]]), 15)
+    holds(lambda: (peers(n2), peers(n3)), ([ids[0]], [ids[0]]), 3)
+    n3.stop()
+
+    # n3 advertised by its name: n2 opens the route to it, and verifies its certificate as localhost
+    n3 = node(2, "localhost")
+    ids[2] = n3.wait(lambda: server_id(n3))
+    n2.wait(lambda: peers(n2) == sorted([ids[0], ids[2]]), 15)
+    n3.wait(lambda: peers(n3) == sorted([ids[0], ids[1]]), 15)
+    assert "certificate is valid for" not in log(n2) + log(n3)
+
+
 # name -> (the rogue's route TLS, its route credentials, what the cluster's server logs on refusing it, what the
 # rogue logs then), the same on 2.9.10 and 2.15.1
 ROGUES = {

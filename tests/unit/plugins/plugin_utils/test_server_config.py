@@ -343,6 +343,25 @@ def test_a_hub_advertises_its_leaf_listener_at_the_address_given():
             raise AssertionError("accepted %r" % bad)
 
 
+def test_a_cluster_member_advertises_its_route_listener_by_name():
+    """Its peers open implicit routes to the address it advertises and verify the certificate against it: a name
+    the certificate states keeps verifying when the host's address changes."""
+    def advertised(value, port=6222):
+        return sc.build_config(settings(cluster_group="hub", cluster_name="hub", cluster_port=port,
+                                        cluster_advertise=value))["cluster"].get("advertise")
+
+    assert advertised("hub1") == "hub1:6222"
+    assert advertised("hub1.example.net", port=16222) == "hub1.example.net:16222"
+    assert advertised("fd00::5") == "[fd00::5]:6222"
+    assert advertised("") is None
+    with pytest.raises(sc.ConfigError, match="nats_server_cluster_advertise: 'hub 1' is not a host"):
+        advertised("hub 1")
+    # a changed advertise reloads (server/reload.go: cluster.advertise is reloadable)
+    base = sc.build_config(settings(cluster_group="hub", cluster_name="hub", cluster_advertise="hub1"))
+    moved = sc.build_config(settings(cluster_group="hub", cluster_name="hub", cluster_advertise="hub1.example.net"))
+    assert base != moved and sc.restart_fingerprint(base) == sc.restart_fingerprint(moved)
+
+
 def test_a_changed_leaf_advertise_restarts():
     # server/reload.go: of the leaf node options only tls, compression and handshake_first reload
     base = sc.build_config(settings(leafnodes_port=7422, leafnodes_advertise="hub-1"))
