@@ -292,14 +292,26 @@ changelog: venv
 # The last step is the data pipeline's: telemetry published at spoke1-1 and spoke2-1
 # (a few messages deliberately invalid), sourced into the hub stream telemetry, and
 # the Spark job's aggregates per site and metric read back from its Parquet output.
-demo: lab-ready demo-project
+demo: demo-ready demo-project
 	@$(call demo_timed,lab up,$(DEMO_UP) >/dev/null)
 	@$(call demo_timed,site.yml,cd $(DEMO_DIR) && ansible-playbook site.yml -i edge-fleet)
-	python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB) --port-offset $(LAB_PORT_OFFSET)
-	cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet
-	python3 lab/spark-aggregates --lab $(DEMO_LAB) --publish 2000 --creds $(DEMO_DIR)/creds/TELEMETRY/edge.creds \
-	  --ca $(DEMO_DIR)/tls/ca.pem \
-	  --hub $(call demo_url,4222) --edge spoke-1=$(call demo_url,4242) --edge spoke-2=$(call demo_url,4262)
+	@$(call demo_timed,fleet-check,python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB) \
+	  --port-offset $(LAB_PORT_OFFSET))
+	@$(call demo_timed,report.yml,cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet)
+	@$(call demo_timed,Spark aggregates,python3 lab/spark-aggregates --lab $(DEMO_LAB) --publish 2000 \
+	  --creds $(DEMO_DIR)/creds/TELEMETRY/edge.creds --ca $(DEMO_DIR)/tls/ca.pem \
+	  --hub $(call demo_url,4222) --edge spoke-1=$(call demo_url,4242) --edge spoke-2=$(call demo_url,4262))
+
+# The demo's toolchain and lab image: the Debian packages first (apt installs one set at a time), then the
+# virtualenv and the lab image side by side (pip and debootstrap, each mostly waiting on downloads and disk).
+.PHONY: demo-ready lab-image
+demo-ready:
+	@$(call demo_timed,host packages,$(MAKE) --no-print-directory host-deps java && $(LAB) setup)
+	@$(call demo_timed,virtualenv and lab image,$(MAKE) --no-print-directory -j2 --output-sync=target \
+	  $(VENV)/.installed $(COLLECTION_LINK) lab-image)
+
+lab-image:
+	$(LAB) image
 
 .PHONY: demo-project
 demo-project:
