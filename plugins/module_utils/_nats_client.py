@@ -46,6 +46,10 @@ JS_STREAM_NOT_FOUND = 10059
 # file or directory"); the meta leader then drops the assignment, and the same request a moment
 # later creates the stream. While it drops it, the name is still "in use".
 STORE_FAILED_RETRIES = (0.5, 1.0, 2.0, 4.0)
+# a publish that no stream took (503, no responders) is sent again after each of these: a stream between two
+# leaders takes nothing for a moment
+NO_STREAM_RETRIES = (0.25, 0.5, 1.0, 2.0)
+API = "$JS.API"
 nats = None
 nats_errors = None
 _IMPORT_ERROR = None
@@ -105,6 +109,10 @@ class NatsClientError(NatsEdgeError):
 
 class NoRespondersError(NatsClientError):
     """A request that nothing subscribes to: the server answered at once that nobody listens on the subject."""
+
+
+class NoReplyError(NatsClientError):
+    """Requests that got no reply in time."""
 
 
 class JetStreamError(NatsClientError):
@@ -359,11 +367,77 @@ class NatsClient(object):
             if waiting:
                 await asyncio.wait_for(done.wait(), timeout)
         except (asyncio.TimeoutError, nats_errors.TimeoutError) as exc:
-            raise NatsClientError("%d requests got no reply within %ss (the first on %s)" % (
+            raise NoReplyError("%d requests got no reply within %ss (the first on %s)" % (
                 len(waiting), timeout, subjects[min(waiting.values())] if waiting else "?")) from exc
         finally:
             await sub.unsubscribe()
         return [replies[index] for index in range(1, count + 1)]
+
+    def publish_into(self, stream, messages, api_prefix=API, domain=None, what=None):
+        """Publish ``(subject, data, headers)`` messages into ``stream`` of the domain (or import) that
+        ``api_prefix`` names, each acknowledged; the acks, in order.
+
+        Through a prefix other than the local API, each subject is published under it, as the nats clients
+        publish KV and object data (``$JS.<domain>.API.$KV.<bucket>.<key>``): the servers hand it to that domain's
+        stream, where the bare subject lands in whichever stream of the connected server's domain listens. An
+        ack must name ``stream`` (and ``domain``, when given). A message that no stream takes (503) is sent
+        again after each of NO_STREAM_RETRIES when ``messages`` is a list, then refused, as is an error ack;
+        ``what`` names what was written in the message."""
+        prefix = api_prefix.rstrip(".")
+        where = "in domain %r" % domain if domain else "through %s" % prefix if prefix != API else "in the local domain"
+        retry = isinstance(messages, list)
+        delays = iter(NO_STREAM_RETRIES if retry else ())
+        positions = list(range(len(messages))) if retry else None
+        batch, acks = messages, {}
+        while True:
+            subjects = []
+
+            def framed(items, subjects=subjects):
+                for subject, data, headers in items:
+                    subjects.append(subject if prefix == API else "%s.%s" % (prefix, subject))
+                    yield subjects[-1], data, headers
+            try:
+                replies = self.request_many(framed(batch))
+            except NoReplyError as exc:
+                raise NoReplyError("%sno stream acknowledged the messages for stream %s %s: %s; check that the "
+                                   "stream exists there and has a leader" % (
+                                       "%s: " % what if what else "", stream, where, exc)) from exc
+            refused = []
+            for index, (reply, subject) in enumerate(zip(replies, subjects)):
+                position = positions[index] if retry else index
+                if (reply.headers or {}).get("Status") == "503":
+                    refused.append((position, subject))
+                else:
+                    acks[position] = self._stream_ack(reply, stream, domain, subject, what)
+            if not refused:
+                return [acks[i] for i in sorted(acks)]
+            delay = next(delays, None)
+            if delay is None:
+                raise NoRespondersError("%sno stream takes %s (%d of the messages for stream %s %s): check that the "
+                                        "stream exists there and has a leader" % (
+                                            "%s: " % what if what else "", refused[0][1], len(refused), stream, where))
+            time.sleep(delay)
+            positions = [position for position, _subject in refused]
+            batch = [messages[position] for position in positions]
+
+    @staticmethod
+    def _stream_ack(reply, stream, domain, subject, what):
+        """The JetStream ack of one publish, refused unless ``stream`` (of ``domain``) stored it."""
+        prefix = "%s: " % what if what else ""
+        try:
+            ack = json.loads(reply.data.decode() or "{}")
+        except ValueError as exc:
+            raise NatsClientError("%snot a JetStream ack on %s: %r" % (prefix, subject, reply.data[:100])) from exc
+        error = ack.get("error")
+        if error:
+            raise JetStreamError(subject or stream, error.get("code"), error.get("err_code"),
+                                 prefix + error.get("description", ""))
+        if ack.get("stream") != stream or (domain and ack.get("domain") != domain):
+            raise NatsClientError("%s%s was stored by stream %r%s, not by %r%s" % (
+                prefix, subject or "a message", ack.get("stream"),
+                " in domain %r" % ack["domain"] if ack.get("domain") else "", stream,
+                " in domain %r" % domain if domain else ""))
+        return ack
 
     def last_per_subject(self, api_prefix, stream, filter_subject, timeout=None):
         """The last message of every subject of ``stream`` matching ``filter_subject``, as

@@ -279,7 +279,7 @@ def main():
     try:
         with NatsClient(params) as client:
             manager.run(client)
-            entries = Entries(module, client, manager.js.prefix)
+            entries = Entries(module, client, manager.js)
             for (name, options, state), stream in zip(items, declared_streams):
                 entry = manager.results[stream.name]
                 put, deleted, before, after = [], [], {}, {}

@@ -181,6 +181,7 @@ deleted:
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.bucket_content import (
     OBJECT_STORE_OPTIONS as ARGUMENT_SPEC, checked_objects, converge_objects)
@@ -205,6 +206,8 @@ def main():
     result = dict(uploaded=[], updated=[], deleted=[])
     try:
         with NatsClient(params) as client:
+            if params["state"] == "present" and params.get("objects") is not None:
+                objects.check_route(client, params.get("domain"))
             manager.run(client)
             entry = manager.results[declared[0].name]
             result.update(store=entry["stream"], changed=entry["changed"])

@@ -9,12 +9,10 @@ jetstream_kv, jetstream_object_store and the fleet's domain runs use it.
 from __future__ import annotations
 
 import copy
-import json
 import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
-from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import StreamFailure
 
 
 # jetstream_object_store's options (one store)
@@ -33,17 +31,17 @@ OBJECT_STORE_OPTIONS = dict(
 class Entries(object):
     """Reads the current values of the declared keys' buckets and writes what differs."""
 
-    def __init__(self, module, client, api_prefix):
+    def __init__(self, module, client, js):
         self.module = module
         self.client = client
-        self.api_prefix = api_prefix
+        self.js = js
 
     def converge(self, name, options, exists):
         if options.get("entries") is None:
             return [], [], {}, {}
         current = {}
         if exists:
-            last = self.client.last_per_subject(self.api_prefix, "KV_" + name, "$KV.%s.>" % name)
+            last = self.client.last_per_subject(self.js.prefix, "KV_" + name, "$KV.%s.>" % name)
             current = kv.current_values(name, last)
         puts, deletes = kv.plan_entries(name, options["entries"], current, options.get("exclusive"))
         before = dict((k, kv.shown(current.get(k))) for k in sorted(set(puts) | set(deletes)))
@@ -51,19 +49,9 @@ class Entries(object):
         if not self.module.check_mode and (puts or deletes):
             messages = [("$KV.%s.%s" % (name, key), value, None) for key, value in sorted(puts.items())]
             messages += [("$KV.%s.%s" % (name, key), b"", {kv.OPERATION: "DEL"}) for key in deletes]
-            for (subject, _data, _headers), reply in zip(messages, self.client.request_many(messages)):
-                answer = js_stream_reply(reply)
-                if answer.get("error"):
-                    raise StreamFailure("bucket %r: writing %s failed: %s" % (
-                        name, subject, answer["error"].get("description")))
+            self.client.publish_into("KV_" + name, messages, self.js.prefix, self.js.domain,
+                                     what="bucket %r: entries" % name)
         return sorted(puts), deletes, before, after
-
-
-def js_stream_reply(msg):
-    try:
-        return json.loads(msg.data.decode() or "{}")
-    except ValueError:
-        return {"error": {"description": "not a JetStream ack: %r" % msg.data[:100]}}
 
 
 def checked_objects(params):
@@ -75,6 +63,8 @@ def checked_objects(params):
             bucket, params["mirror"]["name"]))
     wanted, seen = {}, set()
     for index, obj in enumerate(params.get("objects") or []):
+        if not obj["name"].strip():
+            raise kv.BucketError("bucket %r: objects[%d].name: an object needs a name" % (bucket, index))
         if obj["name"] in seen:
             raise kv.BucketError("bucket %r: objects[%d]: %r is listed twice" % (bucket, index, obj["name"]))
         seen.add(obj["name"])
@@ -103,7 +93,7 @@ def converge_objects(module, client, js, bucket, wanted, exists, exclusive):
             objects.upload(client, js, bucket, name, source, obj["digest"], obj.get("description"),
                            obj.get("metadata"), current.get(name))
         for name in updates:
-            objects.update_meta(client, bucket, current[name], wanted[name].get("description"),
+            objects.update_meta(client, js, bucket, current[name], wanted[name].get("description"),
                                 wanted[name].get("metadata"))
         for name in deletes:
             objects.remove(client, js, bucket, current[name])

@@ -82,9 +82,9 @@ def check_bucket(kind, name):
 
 
 def check_key(bucket, key):
-    if not isinstance(key, str) or not KEY_RE.match(key) or key.startswith(".") or key.endswith("."):
+    if not isinstance(key, str) or not KEY_RE.match(key) or key.startswith(".") or key.endswith(".") or ".." in key:
         raise BucketError("bucket %r: entries: %r is not a valid key; use letters, digits and '-', '/', '_', '=', "
-                          "'.' (not first or last)" % (bucket, key))
+                          "'.' (not first or last, nor two in a row)" % (bucket, key))
     return key
 
 

@@ -131,6 +131,10 @@ class Domain(object):
 
     def run(self, connect):
         """``connect(creds)`` hands out the run's connection of each account."""
+        for store in self.items["object_stores"]:
+            if store.get("objects") is not None:
+                objects.check_route(connect(store["creds"]), self.params.get("domain"),
+                                    "object store %r" % store["name"])
         self.accounts.run(connect)
         for (name, options, state), item in zip(self.buckets, self.items["kv_buckets"]):
             self.results["buckets"].append(self.bucket(connect, name, options, state, item["creds"]))
@@ -249,7 +253,7 @@ class Domain(object):
         manager, entry = self.entry(creds, "KV_" + name)
         put, deleted, before, after = [], [], {}, {}
         if state == "present":
-            put, deleted, before, after = Entries(self.module, connect(creds), manager.js.prefix).converge(
+            put, deleted, before, after = Entries(self.module, connect(creds), manager.js).converge(
                 name, options, entry["action"] != "create")
         result = dict(name=name, action=entry["action"], stream=entry["stream"],
                       changed=entry["changed"] or bool(put or deleted), put=put, deleted=deleted)

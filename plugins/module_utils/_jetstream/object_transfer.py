@@ -19,6 +19,7 @@ import tempfile
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import API
 
 # jetstream_object_fetch's options (the fleet's checks read them too)
 FETCH_ARGUMENT_SPEC = dict(
@@ -64,11 +65,21 @@ def objects(client, js, bucket):
                                                          "last_per_subject"))
 
 
-def _check(replies, what):
-    for reply in replies:
-        answer = json.loads(reply.data.decode() or "{}")
-        if answer.get("error"):
-            raise ObjectError("%s: %s" % (what, answer["error"].get("description")))
+def check_route(client, domain, where=None):
+    """Objects reach a store of ``domain`` only through a server of that domain: the servers carry a bucket's
+    key-value writes to another domain (``$JS.<domain>.API.$KV.>``) but no object data. Checked before anything
+    is written."""
+    connected = client.connected_domain()
+    if domain and connected != domain:
+        raise ObjectError("%sobjects are written through a server of its domain %r, and this task is connected "
+                          "to a server of %s; name that domain's servers in servers" % (
+                              "%s: " % where if where else "", domain, "domain %r" % connected if connected else "no domain"))
+
+
+def _publish(client, js, bucket, messages, what):
+    """Chunks or metadata into the store's stream: through the import ``js`` names, or bare, in the connected
+    server's domain, which check_route() found to be the store's."""
+    client.publish_into("OBJ_" + bucket, messages, API if js.domain else js.prefix, js.domain, what=what)
 
 
 def upload(client, js, bucket, name, source, digest, description=None, metadata=None, previous=None):
@@ -96,28 +107,28 @@ def upload(client, js, bucket, name, source, digest, description=None, metadata=
                 handle.close()
 
     where = "object %r of bucket %r" % (name, bucket)
-    _check(client.request_many(chunks()), where)
+    _publish(client, js, bucket, chunks(), where)
     meta = kv.object_meta(bucket, name, nuid, totals["size"], totals["chunks"], digest, now(), description, metadata)
-    _check(client.request_many([(kv.meta_subject(bucket, name), json.dumps(meta).encode(), ROLLUP)]), where)
+    _publish(client, js, bucket, [(kv.meta_subject(bucket, name), json.dumps(meta).encode(), ROLLUP)], where)
     if previous and previous.get("nuid"):
         js.call("STREAM.PURGE.OBJ_%s" % bucket, {"filter": kv.chunk_subject(bucket, previous["nuid"])})
     return meta
 
 
-def update_meta(client, bucket, current, description, metadata):
+def update_meta(client, js, bucket, current, description, metadata):
     """Change an object's description or metadata without writing its chunks again."""
     meta = kv.object_meta(bucket, current["name"], current["nuid"], current["size"], current["chunks"],
                           current["digest"], now(), description, metadata, current.get("headers"))
-    _check(client.request_many([(kv.meta_subject(bucket, current["name"]), json.dumps(meta).encode(), ROLLUP)]),
-           "object %r of bucket %r" % (current["name"], bucket))
+    _publish(client, js, bucket, [(kv.meta_subject(bucket, current["name"]), json.dumps(meta).encode(), ROLLUP)],
+             "object %r of bucket %r" % (current["name"], bucket))
     return meta
 
 
 def remove(client, js, bucket, current):
     """Mark an object deleted and drop its chunks, as the nats clients do."""
     meta = kv.deleted_meta(bucket, current, now())
-    _check(client.request_many([(kv.meta_subject(bucket, current["name"]), json.dumps(meta).encode(), ROLLUP)]),
-           "object %r of bucket %r" % (current["name"], bucket))
+    _publish(client, js, bucket, [(kv.meta_subject(bucket, current["name"]), json.dumps(meta).encode(), ROLLUP)],
+             "object %r of bucket %r" % (current["name"], bucket))
     js.call("STREAM.PURGE.OBJ_%s" % bucket, {"filter": kv.chunk_subject(bucket, current["nuid"])})
 
 

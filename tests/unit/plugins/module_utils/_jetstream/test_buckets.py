@@ -19,3 +19,13 @@ def test_a_mirror_asks_for_no_duplicate_window():
     assert "duplicate_window" not in item
     assert item["mirror_direct"] is True and "subjects" not in item
     assert item["mirror"] == {"name": "KV_cfg", "domain": "hub"}
+
+
+def test_a_key_is_refused_unless_every_token_of_its_subject_is_there():
+    """$KV.<bucket>.<key> is a subject: a key with an empty token (a..b) is published where no stream listens."""
+    import pytest
+    for good in ("a", "a.b", "site/1=on", "A-b_c"):
+        assert kv.check_key("cfg", good) == good
+    for bad in ("a..b", ".a", "a.", "a b", "", "a*", "a>", 5):
+        with pytest.raises(kv.BucketError, match="is not a valid key"):
+            kv.check_key("cfg", bad)
