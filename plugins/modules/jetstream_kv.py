@@ -16,6 +16,9 @@ description:
     declared, the server's own update rules for its version, check and diff mode and the returned RV(actions).
     Changing O(replicas) or any other option the server can change updates the bucket in place; a change it
     cannot make fails naming the field. A bucket is never deleted to be recreated.
+  - Entries are written into the bucket of O(domain) (through C($JS.<domain>.API.$KV.<bucket>.<key>), as the nats
+    clients write them), or through O(api_prefix), whatever server O(servers) names; each write must be acknowledged
+    by that bucket's stream. A write no stream takes is sent again for a few seconds, then fails.
   - O(mirror) makes a read-only copy of a bucket of another domain, which answers reads (direct gets) locally, also
     while the origin's domain is down. Updating a copy keeps its origin's domain.
   - O(sources) gathers the keys of buckets of other domains into this one (needs nats-server 2.10 or later, whose
