@@ -7,7 +7,8 @@ One row per kind of bad input: (id, module, arguments, message fragment).
 Arguments may name the environment: "{url}", "{creds}" (a user of APP),
 "{sys_creds}", "{other_creds}" (a user of OTHER), "{garbage}" (a file of
 junk), "{missing}" (a path that does not exist), "{dead}" (a port nobody
-listens on); the store options are added to every nsc_* row.
+listens on), "{files}" (a folder whose files are part of the snapshot: a row
+must leave it as it is); the store options are added to every nsc_* row.
 """
 
 import concurrent.futures
@@ -18,6 +19,11 @@ import sys
 
 import pytest
 
+import bad_input_buckets
+import bad_input_fetch
+import bad_input_fleet
+import bad_input_hosts
+import bad_input_nsc
 from conftest import SERVERS, COLLECTIONS, Server, free_port, operator_mode_conf, run_module
 from test_nsc_modules import tree_hash
 
@@ -438,6 +444,10 @@ ROWS = [
     ("nsc-info-unknown-option", NSC_INFO, dict(account=["APP"]), "Unsupported parameters"),
     ("nsc-info-lock-words", NSC_INFO, dict(lock_timeout="never"), "lock_timeout"),
 ]
+# the rows of each area of the day-2 surface, in a file of their own (bad_input_<area>.py: rows(table), where
+# table is this module, for its constants)
+ROWS += [row for area in (bad_input_nsc, bad_input_fetch, bad_input_buckets, bad_input_hosts, bad_input_fleet)
+         for row in area.rows(sys.modules[__name__])]
 
 NSC_MODULES = (OPERATOR, ACCOUNT, USER, EXPORT, NSC_INFO, STORE)
 
@@ -491,9 +501,13 @@ def env(tmp_path_factory):
         account_seed = tmp / "account.nk"
         from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
         account_seed.write_bytes(jwt.new_seed("account"))
+        files = tmp / "files"
+        files.mkdir()
+        (files / "kept.bin").write_bytes(b"as it was\n")
+        os.chmod(str(files / "kept.bin"), 0o640)
         yield dict(base=base, url=url, creds=creds["APP"], other_creds=creds["OTHER"],
                    sys_creds=operator["sys_creds"], garbage=str(garbage), missing=str(tmp / "missing" / "file"),
-                   dead=free_port(), tmp=str(tmp), account_seed=str(account_seed))
+                   dead=free_port(), tmp=str(tmp), account_seed=str(account_seed), files=str(files))
     finally:
         server.stop()
 
@@ -508,7 +522,7 @@ def publish_as(url, creds, subject, count):
 def snapshot(env):
     """What must not change: the store, byte for byte, and every stream and consumer of APP."""
     from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClient
-    state = {"store": tree_hash(env["base"]["store_dir"], env["base"]["keys_dir"])}
+    state = {"store": tree_hash(env["base"]["store_dir"], env["base"]["keys_dir"]), "files": tree_hash(env["files"])}
     with NatsClient({"servers": [env["url"]], "creds": env["creds"], "timeout": 5.0}) as client:
         js = JetStream(client)
         for name in sorted(js.call("STREAM.NAMES").get("streams") or []):

@@ -1,0 +1,6 @@
+"""Rows of the bad-input table (test_bad_input.py) for jetstream_kv and jetstream_object_store."""
+
+
+def rows(table):
+    """(id, module, arguments, message fragment) rows; ``table`` is test_bad_input, for its constants."""
+    return []
