@@ -17,7 +17,7 @@ description:
     objects from such a copy, also while the origin's domain is down.
   - O(objects) uploads files or content. An object is uploaded only when its SHA-256 digest differs from the stored
     one, so a run with nothing to do reads the objects' metadata only, never their chunks. Chunks are sent pipelined.
-  - With O(objects), O(servers) must be servers of the store's domain O(domain): the servers carry no object data
+  - With O(objects), O(servers) must be servers of the store's domain O(domain), as the servers carry no object data
     from one domain to another. A task connected to another domain is refused before anything is created or written.
     Every chunk and metadata write must be acknowledged by the store's stream.
 author:
