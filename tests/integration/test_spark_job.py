@@ -170,3 +170,126 @@ def test_a_bad_configuration_is_refused_with_its_key(tmp_path, capsys):
     config = job.load_config(str(path))
     assert config["source_options"]["servers"] == "nats://a:4222,nats://b:4222"
     assert config["source_options"]["tls_verify"] == "false" and config["mode"] == "batch"
+
+
+# -- --check-config: every key the run uses, with the run's own rules -------------------------------------------
+
+GOOD = {"source": {"stream": "telemetry"}, "output": "/o", "checkpoint": "/c"}
+
+
+def check(tmp_path, capsys, text):
+    """(exit code, what --check-config printed on stderr) of a configuration file's text."""
+    path = tmp_path / "job.yml"
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
+    code = job.main(["--check-config", str(path)])
+    return code, " ".join(capsys.readouterr().err.replace(str(path), "job.yml").split())
+
+
+def with_key(section, key, value):
+    """The good configuration with ``key`` (of ``section``, or at the top) set to ``value``."""
+    data = json.loads(json.dumps(GOOD))
+    if section:
+        data.setdefault(section, {"subject": "analytics.summary"} if section == "summary" else {})[key] = value
+    else:
+        data[key] = value
+    return json.dumps(data)
+
+
+BAD_CONFIGS = [
+    # (section, key, value, what the message says): each passed --check-config and failed when the job ran
+    (None, "output", ["/o"], 'job.yml: output: ["/o"] is not a directory path'),
+    (None, "output", {"path": "/o"}, 'job.yml: output: {"path": "/o"} is not a directory path'),
+    (None, "checkpoint", True, "job.yml: checkpoint: true is not a directory path"),
+    (None, "window", 0, "job.yml: window: 0 must be longer than zero"),
+    (None, "window", "0.0000001s", 'job.yml: window: "0.0000001s" is out of range'),
+    (None, "trigger_interval", [30], "job.yml: trigger_interval: [30] is not a duration"),
+    ("summary", "subject", "analytics.*", "job.yml: summary: subject: 'analytics.*' has a wildcard (*)"),
+    ("summary", "subject", "analytics.>", "job.yml: summary: subject: 'analytics.>' has a wildcard (>)"),
+    ("summary", "subject", "analytics summary", "job.yml: summary: subject: 'analytics summary' is not a subject"),
+    ("summary", "servers", "nats://hub:port", "job.yml: summary: servers: 'nats://hub:port' is not a NATS server URL"),
+    ("summary", "max_windows", "all", 'job.yml: summary: max_windows: "all" is not a whole number from 1'),
+    ("summary", "max_windows", -1, "job.yml: summary: max_windows: -1 is not a whole number from 1"),
+    ("summary", "tls_verify", "maybe", 'job.yml: summary: tls_verify: "maybe" is not true or false'),
+    ("summary", "tls_cert", "/c.pem", "job.yml: summary: tls_cert: TLS options take effect with a tls_ca"),
+    ("summary", "token", ["t"], 'job.yml: summary: token: ["t"] is not a single value'),
+    ("source", "stream", "telemetry/eu", "job.yml: source: jetstream option 'stream': 'telemetry/eu' is not a stream name"),
+    ("source", "stream", ["a", "b"], 'job.yml: source: stream: ["a", "b"] is not a single value'),
+    ("source", "servers", "nats://hub:42x2", "job.yml: source: servers: 'nats://hub:42x2' is not a NATS server URL"),
+    ("source", "servers", "ws://hub:8080", "job.yml: source: servers: 'ws://hub:8080' is not a NATS server URL"),
+    ("source", "filter_subject", "telemetry..eu", "jetstream option 'filter_subject': 'telemetry..eu' is not a subject"),
+    ("source", "domain", "hub.eu", "jetstream option 'domain': 'hub.eu' is not a JetStream domain"),
+    ("source", "options", ["heartbeat=2"], 'job.yml: source: options: ["heartbeat=2"] is not a mapping'),
+    ("source", "options", {"json_schema": "a string"}, "job.yml: source: options: json_schema: the job reads"),
+    ("spark", "master", "local[2", 'job.yml: spark: master: "local[2" is not a Spark master URL'),
+    ("spark", "conf", ["spark.executor.memory=2g"], 'job.yml: spark: conf: ["spark.executor.memory=2g"] is not a mapping'),
+    (None, "summary", "analytics.summary", 'job.yml: summary: "analytics.summary" is not a mapping'),
+    (None, "summary", True, "job.yml: summary: true is not a mapping"),
+    (None, "spark", "local[*]", 'job.yml: spark: "local[*]" is not a mapping'),
+]
+
+
+def test_check_config_refuses_what_the_run_would_fail_on_naming_the_key(tmp_path, capsys):
+    wrong = []
+    for section, key, value, message in BAD_CONFIGS:
+        code, err = check(tmp_path, capsys, with_key(section, key, value))
+        if code != 2 or message not in err:
+            wrong.append("%s.%s=%r: exit %s, %r" % (section, key, value, code, err))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_check_config_never_ends_in_a_traceback(tmp_path, capsys):
+    """Every key the run uses, given each kind of value YAML can give: a message naming the key (or ok)."""
+    keys = [(None, key) for key in job.TOP_KEYS] + [("source", key) for key in job.SOURCE_KEYS] + [
+        ("summary", key) for key in job.SUMMARY_KEYS] + [("spark", key) for key in job.SPARK_KEYS]
+    values = [None, "", True, 0, -1, 1.5, "x y", "a.*", [], ["x"], [{"a": 1}], {}, {"a": [1]}, {1: 2}]
+    wrong = []
+    for section, key in keys:
+        for value in values:
+            text = with_key(section, key, value) if not isinstance(value, dict) or not any(
+                isinstance(k, int) for k in value) else with_key(section, key, {"k": value})
+            try:
+                code, err = check(tmp_path, capsys, text)
+            except Exception as exc:  # what a user would see as a traceback
+                wrong.append("%s.%s=%r: %s: %s" % (section, key, value, type(exc).__name__, exc))
+                continue
+            if code == 2 and (key not in err and "required" not in err):
+                wrong.append("%s.%s=%r: the message does not name the key: %s" % (section, key, value, err))
+    for text in (b"\xff\xfe not text", "", "- a list", "source: !!python/object:os.system {}", "{1: 2}"):
+        try:
+            code, err = check(tmp_path, capsys, text)
+            assert code == 2 and err.startswith("jetstream-aggregate: job.yml"), err
+        except Exception as exc:
+            wrong.append("%r: %s: %s" % (text, type(exc).__name__, exc))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_check_config_passes_the_configurations_that_run(tmp_path, capsys):
+    # the guide's example, and the file the spark_job role writes
+    guide = ("source:\n  servers: [nats://hub-1:4222, nats://hub-2:4222]\n  stream: telemetry\n"
+             "  creds: /etc/jetstream-aggregate/reader.creds\n  api_prefix: JS.TELEMETRY@hub.API\n"
+             "  deliver_prefix: deliver.TELEMETRY.hub.ANALYTICS.default.telemetry\n  max_messages_per_trigger: 500000\n"
+             "output: /var/lib/jetstream-aggregate/output\ncheckpoint: /var/lib/jetstream-aggregate/checkpoint\n"
+             "mode: batch\nwindow: 1m\ntrigger_interval: 30s\nsummary: {subject: analytics.summary}\n")
+    role = ("checkpoint: /var/lib/jetstream-aggregate/checkpoint\nmode: streaming\noutput: /var/lib/jetstream-aggregate/output\n"
+            "source:\n  creds: /etc/jetstream-aggregate/reader.creds\n  max_messages_per_trigger: '500000'\n"
+            "  options:\n    heartbeat: 2\n  servers:\n  - nats://hub-1:4222\n  starting: earliest\n  stream: telemetry\n"
+            "  tls_ca: /etc/jetstream-aggregate/ca.pem\nspark:\n  app_name: jetstream-aggregate\n"
+            "summary:\n  subject: analytics.summary\ntrigger_interval: 30s\nwindow: 5m\n")
+    more = ("source: {stream: t, servers: 'tls://a:4222,b', start_time: 2026-01-01T00:00:00Z, filter_subject: t.*.>,"
+            " tls_verify: no}\noutput: o\ncheckpoint: c\nwindow: 90\n"
+            "summary: {subject: 42, servers: [nats://s:4222], user: u, password: p, tls_ca: /ca.pem, tls_verify: off,"
+            " max_windows: '100'}\nspark: {master: 'local[2, 3]', app_name: 7, conf: {spark.ui.enabled: false, "
+            "spark.sql.shuffle.partitions: 8}}\n")
+    for text in (guide, role, more):
+        code, err = check(tmp_path, capsys, text)
+        assert code == 0, err
+    config = job.load_config(str(tmp_path / "job.yml"))
+    assert config["summary"] == {"subject": "42", "servers": "nats://s:4222", "user": "u", "password": "p",
+                                 "tls_ca": "/ca.pem", "tls_verify": "false", "max_windows": 100}
+    assert config["spark"] == {"master": "local[2, 3]", "app_name": "7",
+                               "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "8"}}
+    assert config["source_options"]["servers"] == "tls://a:4222,b" and config["window"] == 90
+    assert config["source_options"]["start_time"] == "2026-01-01T00:00:00+00:00"
+    # the summary goes where the source reads, its default server too
+    code, _err = check(tmp_path, capsys, json.dumps(dict(GOOD, summary={"subject": "s"})))
+    assert code == 0 and job.load_config(str(tmp_path / "job.yml"))["source_options"]["servers"] == "nats://127.0.0.1:4222"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from urllib.parse import urlsplit
 
 
 def read_text(path, error, what=None):
@@ -100,6 +101,43 @@ def _bool(options, name, default):
     raise OptionError("jetstream option %r: %r is not true or false" % (name, value))
 
 
+def check_stream_name(name, what="jetstream option 'stream'"):
+    """``name`` when it can name a stream (the server's rule: it becomes one token of the API subjects and a
+    directory of the store)."""
+    if not name or re.search(r"[\s.*>/\\]", name) or any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise OptionError("%s: %r is not a stream name: no whitespace, '.', '*', '>', '/' or '\\'" % (what, name))
+    return name
+
+
+def check_subject(subject, what, wildcards=False):
+    """``subject`` when it is a NATS subject: tokens separated by dots, none empty, no whitespace; with
+    ``wildcards``, the tokens '*' and '>' (the last), otherwise neither (a subject published to)."""
+    text = str(subject)
+    tokens = text.split(".")
+    if not text or re.search(r"\s", text) or "" in tokens:
+        raise OptionError("%s: %r is not a subject (tokens separated by dots, none empty, no whitespace)" % (what, text))
+    for index, token in enumerate(tokens):
+        if token in ("*", ">") and not wildcards:
+            raise OptionError("%s: %r has a wildcard (%s); give the one subject to publish to" % (what, text, token))
+        if token == ">" and index != len(tokens) - 1:
+            raise OptionError("%s: %r is not a subject: '>' must be the last token" % (what, text))
+    return text
+
+
+def check_server_url(url, what="jetstream option 'servers'"):
+    """``url`` when the connection can use it: nats://host:port or tls://host:port (nats:// when no scheme
+    is given, 127.0.0.1 when no host, port 4222 when none)."""
+    text = str(url).strip()
+    try:
+        parts = urlsplit(text if "://" in text else "nats://" + text)
+        port = parts.port  # raises on a port that is not a number from 0 to 65535
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme not in ("nats", "tls") or port == 0:
+        raise OptionError("%s: %r is not a NATS server URL (like nats://hub-1:4222, or tls://hub-1:4222)" % (what, text))
+    return text
+
+
 def parse_time(text, what="time"):
     """An aware datetime from RFC 3339 text (a trailing Z, or no zone, means UTC)."""
     try:
@@ -137,20 +175,26 @@ class ReadOptions(object):
         self.stream = (options.get("stream") or options.get("path") or "").strip()
         if not self.stream:
             raise OptionError("jetstream option 'stream' is required (or load('<stream>'))")
-        if any(c in self.stream for c in " .*>\t"):
-            raise OptionError("jetstream option 'stream': %r is not a stream name" % self.stream)
+        check_stream_name(self.stream)
         servers = options.get("servers") or "nats://127.0.0.1:4222"
-        self.servers = [s.strip() for s in str(servers).split(",") if s.strip()]
+        self.servers = [check_server_url(s) for s in str(servers).split(",") if s.strip()]
         self.domain = options.get("domain") or None
+        if self.domain and (re.search(r"[\s.*>]", self.domain)):
+            raise OptionError("jetstream option 'domain': %r is not a JetStream domain (one token: no whitespace, "
+                              "'.', '*' or '>')" % self.domain)
         self.api_prefix = options.get("api_prefix") or None
+        if self.api_prefix:  # the API subjects follow it after a dot: a trailing one is dropped
+            check_subject(str(self.api_prefix).rstrip("."), "jetstream option 'api_prefix'")
         if self.domain and self.api_prefix:
             raise OptionError("jetstream options 'domain' and 'api_prefix' exclude each other: "
                               "an api_prefix already names the domain's API")
         self.deliver_prefix = (options.get("deliver_prefix") or "_INBOX").rstrip(".")
-        if any(t in ("*", ">", "") for t in self.deliver_prefix.split(".")):
+        if any(t in ("*", ">", "") for t in self.deliver_prefix.split(".")) or re.search(r"\s", self.deliver_prefix):
             raise OptionError("jetstream option 'deliver_prefix': %r must be a subject without wildcards"
                               % self.deliver_prefix)
         self.filter_subject = options.get("filter_subject") or None
+        if self.filter_subject:
+            check_subject(self.filter_subject, "jetstream option 'filter_subject'", wildcards=True)
         starting = str(options.get("starting") or "earliest").strip().lower()
         if starting not in ("earliest", "latest"):
             raise OptionError("jetstream option 'starting': %r is not earliest or latest" % starting)

@@ -18,9 +18,11 @@ their position in the checkpoint directory, so every message counts once.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import logging
 import os
+import re
 import sys
 import time
 
@@ -44,7 +46,10 @@ class ConfigError(ValueError):
 
 def load_config(path):
     """The checked configuration of a YAML or JSON file."""
-    text = opts.read_text(path, ConfigError)
+    try:
+        text = opts.read_text(path, ConfigError)
+    except UnicodeDecodeError as exc:
+        raise ConfigError("%s is not a text file (UTF-8): %s" % (path, exc))
     try:
         import yaml
 
@@ -55,44 +60,115 @@ def load_config(path):
 
 
 def _unknown(section, allowed, where):
-    extra = sorted(set(section) - set(allowed))
+    extra = sorted(set(str(key) for key in section) - set(allowed))
     if extra:
         raise ConfigError("%s: unknown key(s) %s; known: %s" % (where, ", ".join(extra), ", ".join(allowed)))
 
 
 def check_config(data, where="config"):
+    """The configuration the run uses, each key checked with the rules the run applies to it; a ConfigError
+    naming the key otherwise."""
     try:
         return _check_config(data, where)
     except opts.OptionError as exc:
         raise ConfigError(str(exc))
 
 
-def _check_config(data, where):
-    if not isinstance(data, dict):
-        raise ConfigError("%s: must be a mapping with source, output and checkpoint" % where)
-    _unknown(data, TOP_KEYS, where)
-    for key in ("source", "output", "checkpoint"):
-        if not data.get(key):
-            raise ConfigError("%s: %r is required" % (where, key))
-    source = data["source"]
-    if not isinstance(source, dict):
-        raise ConfigError("%s: source must be a mapping" % where)
-    _unknown(source, SOURCE_KEYS, where + ": source")
-    config = {
-        "output": str(data["output"]), "checkpoint": str(data["checkpoint"]),
-        "mode": str(data.get("mode") or "batch"),
-        "window": opts.parse_duration(data.get("window") or "1m", "%s: window" % where),
-        "trigger_interval": opts.parse_duration(data.get("trigger_interval") or "30s", "%s: trigger_interval" % where),
-        "summary": dict(data.get("summary") or {}), "spark": dict(data.get("spark") or {}),
-    }
-    if config["mode"] not in ("batch", "streaming"):
-        raise ConfigError("%s: mode must be batch or streaming, not %r" % (where, config["mode"]))
-    _unknown(config["summary"], SUMMARY_KEYS, where + ": summary")
-    if config["summary"] and not config["summary"].get("subject"):
-        raise ConfigError("%s: summary needs a subject" % where)
-    _unknown(config["spark"], SPARK_KEYS, where + ": spark")
-    config["source_options"] = source_options(source, where)
-    return config
+def _unset(value):
+    return value is None or value == ""
+
+
+def _shown(value):
+    """How a message shows a value of the file: as YAML writes it, in brief."""
+    try:
+        text = json.dumps(value, default=str)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _path(data, key, where):
+    value = data[key]
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError("%s: %s: %s is not a directory path: give one, such as /var/lib/jetstream-aggregate/%s"
+                          % (where, key, _shown(value), key))
+    return value
+
+
+def _duration(data, key, default, where):
+    value = data.get(key)
+    if _unset(value):
+        value = default
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError("%s: %s: %s is not a duration (like 30s, 5m, 1h)" % (where, key, _shown(value)))
+    seconds = opts.parse_duration(value, "%s: %s" % (where, key))
+    # the aggregation counts windows in microseconds, Spark's trigger in milliseconds, both as 64-bit numbers
+    if seconds * 1e6 < 1 or seconds * 1e6 >= 2 ** 63:
+        raise ConfigError("%s: %s: %s is out of range (from 1 microsecond to thousands of years)"
+                          % (where, key, _shown(value)))
+    return seconds
+
+
+def _whole(value, where, minimum=1):
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        number = None
+    else:
+        try:
+            number = int(str(value).strip()) if isinstance(value, (str, int, float)) else None
+        except ValueError:
+            number = None
+    if number is None or number < minimum:
+        raise ConfigError("%s: %s is not a whole number from %d" % (where, _shown(value), minimum))
+    return number
+
+
+def _flag(value, where):
+    """'true' or 'false' (as the run reads the text) of a boolean option."""
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return "true"
+    if text in ("false", "no", "0", "off"):
+        return "false"
+    raise ConfigError("%s: %s is not true or false" % (where, _shown(value)))
+
+
+def _text(value, where, what="a single value"):
+    """A single value of a section: text, or a number written as text."""
+    if isinstance(value, bool):
+        raise ConfigError("%s: %s is true or false to YAML, not %s (quote a word such as yes, no, on or off)"
+                          % (where, _shown(value), what))
+    if not isinstance(value, (str, int, float)):
+        raise ConfigError("%s: %s is not %s" % (where, _shown(value), what))
+    return str(value)
+
+
+def _servers(value, where):
+    """NATS URLs as the comma-separated text the run hands over, each checked as the connection reads it."""
+    listed = value if isinstance(value, (list, tuple)) else [value]
+    urls = []
+    for i, url in enumerate(listed):
+        label = "%s[%d]" % (where, i) if isinstance(value, (list, tuple)) else where
+        for part in _text(url, label, "a NATS URL").split(","):
+            if part.strip():
+                urls.append(opts.check_server_url(part, label))
+    if not urls:
+        raise ConfigError("%s: %s names no server" % (where, _shown(value)))
+    return ",".join(urls)
+
+
+# data source options whose value is true or false; every other option takes one value (servers: a list too)
+_FLAGS = ("tls_verify", "tls_handshake_first")
+
+
+def _source_value(key, value, where):
+    label = "%s: source: %s" % (where, key)
+    if key == "servers":
+        return _servers(value, label)
+    if key in _FLAGS:
+        return _flag(value, label)
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()  # a time YAML read (start_time)
+    return _text(value, label)
 
 
 def source_options(source, where="config"):
@@ -100,17 +176,124 @@ def source_options(source, where="config"):
     options = {}
     for key, value in source.items():
         if key == "options":
-            options.update({str(k): v for k, v in (value or {}).items()})
-        elif value is not None and value != "":
-            options[key] = value
-    options = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v).lower()
-               if isinstance(v, bool) else str(v) for k, v in options.items()}
+            if _unset(value):
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError("%s: source: options: %s is not a mapping of data source options"
+                                  % (where, _shown(value)))
+            for name, item in value.items():
+                if str(name).lower() == "json_schema":
+                    raise ConfigError("%s: source: options: json_schema: the job reads its payloads as telemetry (%s)"
+                                      % (where, telemetry.TELEMETRY_SCHEMA))
+                if not _unset(item):
+                    options[str(name)] = _source_value(str(name).lower(), item, where + ": source: options")
+        elif not _unset(value):
+            options[key] = _source_value(key, value, where)
     options["json_schema"] = telemetry.TELEMETRY_SCHEMA
     try:
-        opts.ReadOptions(options)
+        checked = opts.ReadOptions(options)
     except opts.OptionError as exc:
         raise ConfigError("%s: source: %s" % (where, exc))
+    # the summary names the stream and falls back on the source's servers: as the reader takes them
+    options["stream"] = checked.stream
+    if not any(str(key).lower() == "servers" for key in options):
+        options["servers"] = ",".join(checked.servers)
     return options
+
+
+def _summary(value, source, where):
+    if _unset(value) or value == {}:
+        return {}
+    where = where + ": summary"
+    if not isinstance(value, dict):
+        raise ConfigError("%s: %s is not a mapping: give at least the subject, such as {subject: analytics.summary}"
+                          % (where, _shown(value)))
+    _unknown(value, SUMMARY_KEYS, where)
+    if _unset(value.get("subject")):
+        raise ConfigError("%s needs a subject (where each micro-batch's summary is published)" % where)
+    summary = {"subject": opts.check_subject(_text(value["subject"], where + ": subject", "a subject"),
+                                             where + ": subject")}
+    for key in ("creds", "nkey_seed", "user", "password", "token", "tls_ca", "tls_cert", "tls_key"):
+        if not _unset(value.get(key)):
+            summary[key] = _text(value[key], "%s: %s" % (where, key))
+    if not _unset(value.get("servers")):
+        summary["servers"] = _servers(value["servers"], where + ": servers")
+    methods = [key for key in ("creds", "nkey_seed", "user", "token") if key in summary]
+    if len(methods) > 1:
+        raise ConfigError("%s: %s exclude each other" % (where, " and ".join(repr(m) for m in methods)))
+    if "tls_key" in summary and "tls_cert" not in summary:
+        raise ConfigError("%s: tls_key needs tls_cert" % where)
+    if not _unset(value.get("tls_verify")):
+        summary["tls_verify"] = _flag(value["tls_verify"], where + ": tls_verify")
+    # the summary connects with TLS options only when a CA is given (here or in the source)
+    ignored = [key for key in ("tls_cert", "tls_key", "tls_verify") if key in summary]
+    if ignored and not summary.get("tls_ca") and not source.get("tls_ca"):
+        raise ConfigError("%s: %s: TLS options take effect with a tls_ca (here, or in source)" % (where, ignored[0]))
+    if not _unset(value.get("max_windows")):
+        summary["max_windows"] = _whole(value["max_windows"], where + ": max_windows")
+    return summary
+
+
+# Spark's master URLs (SparkContext): local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://...,
+# yarn, or another cluster manager's scheme://...
+_MASTER = re.compile(r"^(local|yarn|local\[(\d+|\*)\]|local\[(\d+|\*)\s*,\s*\d+\]|"
+                     r"local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]|[a-z][a-z0-9+.-]*://\S+)$")
+
+
+def _spark(value, where):
+    if _unset(value) or value == {}:
+        return {}
+    where = where + ": spark"
+    if not isinstance(value, dict):
+        raise ConfigError("%s: %s is not a mapping of master, app_name and conf" % (where, _shown(value)))
+    _unknown(value, SPARK_KEYS, where)
+    spark = {}
+    if not _unset(value.get("master")):
+        master = _text(value["master"], where + ": master", "a master URL").strip()
+        if not _MASTER.match(master):
+            raise ConfigError("%s: master: %s is not a Spark master URL (like local[*], local[2] or "
+                              "spark://master:7077)" % (where, _shown(value["master"])))
+        spark["master"] = master
+    if not _unset(value.get("app_name")):
+        spark["app_name"] = _text(value["app_name"], where + ": app_name")
+    conf = value.get("conf")
+    if not _unset(conf) and conf != {}:
+        if not isinstance(conf, dict):
+            raise ConfigError("%s: conf: %s is not a mapping of Spark settings (such as {spark.executor.memory: 2g})"
+                              % (where, _shown(conf)))
+        spark["conf"] = {}
+        for key, item in conf.items():
+            if not isinstance(key, str) or not key.strip() or re.search(r"\s", key):
+                raise ConfigError("%s: conf: %s is not the name of a Spark setting" % (where, _shown(key)))
+            label = "%s: conf: %s" % (where, key)
+            spark["conf"][key] = _flag(item, label) if isinstance(item, bool) else _text(item, label)
+    return spark
+
+
+def _check_config(data, where):
+    if not isinstance(data, dict):
+        raise ConfigError("%s: must be a mapping with source, output and checkpoint" % where)
+    _unknown(data, TOP_KEYS, where)
+    for key in ("source", "output", "checkpoint"):
+        if _unset(data.get(key)):
+            raise ConfigError("%s: %r is required" % (where, key))
+    source = data["source"]
+    if not isinstance(source, dict):
+        raise ConfigError("%s: source must be a mapping (the stream to read and how), not %s" % (where, _shown(source)))
+    _unknown(source, SOURCE_KEYS, where + ": source")
+    mode = data.get("mode")
+    mode = "batch" if _unset(mode) else mode
+    if mode not in ("batch", "streaming"):
+        raise ConfigError("%s: mode must be batch or streaming, not %s" % (where, _shown(mode)))
+    config = {
+        "output": _path(data, "output", where), "checkpoint": _path(data, "checkpoint", where), "mode": mode,
+        "window": _duration(data, "window", "1m", where),
+        "trigger_interval": _duration(data, "trigger_interval", "30s", where),
+    }
+    config["source_options"] = source_options(source, where)
+    config["summary"] = _summary(data.get("summary"), config["source_options"], where)
+    config["spark"] = _spark(data.get("spark"), where)
+    return config
 
 
 # --------------------------------------------------------------------------

@@ -115,3 +115,110 @@ def test_unknown_endpoint():
 def test_canary_sites_go_first_in_the_order_named(canaries, expected):
     sites = {"a1": "a", "a2": "a", "b1": "b", "c1": "c"}
     assert ro.rollout_order(["a1", "b1", "a2", "c1"], sites, canaries=canaries) == expected
+
+
+def test_canaries_given_as_a_string_are_the_names_it_separates_with_commas():
+    sites = {"a1": "a", "a2": "a", "b1": "b", "c1": "c"}
+    assert ro.rollout_order(["a1", "b1", "a2", "c1"], sites, canaries="c") == ["c1", "a1", "a2", "b1"]
+    assert ro.rollout_order(["a1", "b1", "a2", "c1"], sites, canaries="b1, c") == ["b1", "c1", "a1", "a2"]
+    assert ro.name_list(None) == [] and ro.name_list("") == [] and ro.name_list(("x",)) == ["x"]
+    with pytest.raises(TypeError):
+        ro.name_list({"c": True})
+
+
+# -- the rollout's knobs -----------------------------------------------------------------------------------------
+
+GROUPS = {"all": ["hub-1", "hub-2", "s1", "s2a", "s2b"], "ungrouped": [], "hub": ["hub-1", "hub-2"],
+          "nats_servers": ["hub-1", "hub-2", "s1", "s2a", "s2b"]}
+DOMAINS = {"hub-1": "hub", "hub-2": "hub", "s1": "", "s2a": "site2", "s2b": "site2"}
+WAVE = "a wave size is a whole number of edge hosts from 1 (such as 2) or a percentage of them from 1% to 100%"
+
+
+def problems(**knobs):
+    return ro.knob_problems({"hub-1": knobs, "s1": knobs}, GROUPS, DOMAINS)
+
+
+@pytest.mark.parametrize("knobs", [
+    {},  # the defaults
+    dict(nats_rollout_edge_batches=[1, 2, "25%", "100%"], nats_rollout_canaries=["site2", "s1"]),
+    dict(nats_rollout_edge_batches=["2", 3.0, " 50 %"], nats_rollout_canaries=None),  # as Ansible reads serial
+    dict(nats_rollout_edge_batches=2), dict(nats_rollout_edge_batches="10%"),  # one size
+    dict(nats_rollout_canaries="site2,s1"),  # the list type's string form
+    dict(nats_rollout_max_fail_percentage=0), dict(nats_rollout_max_fail_percentage="100"),
+    dict(nats_rollout_max_fail_percentage="12.5%"), dict(nats_rollout_max_fail_percentage=33.3),
+    dict(nats_rollout_gate_timeout="90", nats_rollout_max_lag="0", nats_rollout_lame_duck="no",
+         nats_rollout_only_outdated="yes"),
+    dict(nats_rollout_lame_duck=0, nats_rollout_only_outdated="True"),
+    dict(nats_rollout_report_file=None), dict(nats_rollout_report_file="/tmp/rollout.json"),
+    dict(nats_fleet_hub_group="hub"),
+    dict(_names=["nats_rollout_canaries", "nats_rollout_my_own_note"]),  # a name not near a setting is the user's
+])
+def test_knobs_that_are_right_pass(knobs):
+    assert problems(**knobs) == []
+
+
+def test_a_fleet_without_a_hub_group_is_all_edge_sites():
+    groups = {"all": ["s1", "s2"], "nats_servers": ["s1", "s2"]}
+    assert ro.knob_problems({"s1": {"nats_rollout_canaries": ["s2"]}}, groups, {}) == []
+
+
+@pytest.mark.parametrize("knobs, expected", [
+    (dict(nats_rollout_canaries=["site7"]),
+     "nats_rollout_canaries[0]: 'site7' is not an edge site or host of the inventory (did you mean site2?); the edge "
+     "sites (and their hosts) are: s1, site2 (s2a, s2b)"),
+    (dict(nats_rollout_canaries=["s1", "s2c"]),
+     "nats_rollout_canaries[1]: 's2c' is not an edge site or host of the inventory (did you mean s2a or s2b?)"),
+    (dict(nats_rollout_canaries=["hub-2"]), "nats_rollout_canaries[0]: 'hub-2' is in the hub (group hub)"),
+    (dict(nats_rollout_canaries=["hub"]), "nats_rollout_canaries[0]: 'hub' is in the hub (group hub)"),
+    (dict(nats_rollout_canaries=[7]), "nats_rollout_canaries[0]: 7: a site or host name is text: write it in quotes"),
+    (dict(nats_rollout_canaries={"site2": True}), "nats_rollout_canaries: {'site2': True}: give a list of edge sites"),
+    (dict(nats_rollout_edge_batches=[0]), "nats_rollout_edge_batches[0]: 0: " + WAVE),
+    (dict(nats_rollout_edge_batches=["abc"]), "nats_rollout_edge_batches[0]: 'abc': " + WAVE),
+    (dict(nats_rollout_edge_batches=[1, "0%"]), "nats_rollout_edge_batches[1]: '0%': " + WAVE),
+    (dict(nats_rollout_edge_batches=[1, "150%"]), "nats_rollout_edge_batches[1]: '150%': " + WAVE),
+    (dict(nats_rollout_edge_batches=[1, "12.5%"]), "nats_rollout_edge_batches[1]: '12.5%': " + WAVE),
+    (dict(nats_rollout_edge_batches=[-2]), "nats_rollout_edge_batches[0]: -2: " + WAVE),
+    (dict(nats_rollout_edge_batches=[2.5]), "nats_rollout_edge_batches[0]: 2.5: " + WAVE),
+    (dict(nats_rollout_edge_batches=[True]), "nats_rollout_edge_batches[0]: True: " + WAVE),
+    (dict(nats_rollout_edge_batches=[[1]]), "nats_rollout_edge_batches[0]: [1]: " + WAVE),
+    (dict(nats_rollout_edge_batches=[]), "nats_rollout_edge_batches: []: give at least one wave size"),
+    (dict(nats_rollout_edge_batches=None), "nats_rollout_edge_batches: None: give the wave sizes as a list"),
+    (dict(nats_rollout_edge_batches="1,25%"), "nats_rollout_edge_batches: '1,25%': " + WAVE),
+    (dict(nats_rollout_edge_batches="[1, 2]"), "several sizes go in a list, such as [1, '25%']"),
+    (dict(nats_rollout_max_fail_percentage=-1), "nats_rollout_max_fail_percentage: -1: a percentage of a wave's hosts"),
+    (dict(nats_rollout_max_fail_percentage="abc"), "nats_rollout_max_fail_percentage: 'abc': a percentage"),
+    (dict(nats_rollout_max_fail_percentage=101), "nats_rollout_max_fail_percentage: 101: a percentage"),
+    (dict(nats_rollout_gate_timeout=0), "nats_rollout_gate_timeout: 0: the seconds a node has to pass each gate"),
+    (dict(nats_rollout_gate_timeout="2m"), "nats_rollout_gate_timeout: '2m': the seconds"),
+    (dict(nats_rollout_max_lag=-1), "nats_rollout_max_lag: -1: the operations a replica may lag and pass"),
+    (dict(nats_rollout_max_lag="none"), "nats_rollout_max_lag: 'none': the operations"),
+    (dict(nats_rollout_lame_duck="sometimes"), "nats_rollout_lame_duck: 'sometimes': true or false"),
+    (dict(nats_rollout_only_outdated=None), "nats_rollout_only_outdated: None: true or false"),
+    (dict(nats_rollout_report_file="/no/such/dir/rollout.json"),
+     "nats_rollout_report_file: '/no/such/dir/rollout.json': the directory /no/such/dir does not exist"),
+    (dict(nats_rollout_report_file="/tmp"), "nats_rollout_report_file: '/tmp' is a directory"),
+    (dict(nats_rollout_report_file=["/tmp/r.json"]), "nats_rollout_report_file: ['/tmp/r.json']: give a file path"),
+    (dict(nats_fleet_hub_group="hubs"),
+     "nats_fleet_hub_group: 'hubs' is not a group of the inventory (did you mean hub?); its groups: hub, nats_servers"),
+    (dict(nats_fleet_hub_group=""), "nats_fleet_hub_group: '': give the name of the hub cluster's inventory group"),
+    (dict(_names=["nats_rollout_canary"]),
+     "nats_rollout_canary is set, but the rollout has no such setting: did you mean nats_rollout_canaries?"),
+])
+def test_a_knob_that_cannot_be_right_is_named_with_its_value(knobs, expected):
+    found = problems(**knobs)
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_every_problem_is_reported_at_once_and_one_of_some_hosts_names_them():
+    found = ro.knob_problems({"hub-1": {"nats_rollout_gate_timeout": 0, "nats_rollout_max_lag": -1},
+                              "s1": {"nats_rollout_max_lag": -1}, "s2a": {"nats_rollout_max_lag": -1}}, GROUPS, DOMAINS)
+    assert found == ["nats_rollout_gate_timeout: 0: the seconds a node has to pass each gate, a whole number from 1 "
+                     "(default 120) (as set for hub-1)",
+                     "nats_rollout_max_lag: -1: the operations a replica may lag and pass, a whole number from 0 "
+                     "(default 0)"]
+
+
+def test_a_long_list_of_sites_is_cut_short():
+    hosts = ["e%03d" % i for i in range(50)]
+    found = ro.knob_problems({"e000": {"nats_rollout_canaries": ["nowhere"]}}, {"nats_servers": hosts}, {})
+    assert found[0].endswith("e019 and 30 more"), found
