@@ -14,17 +14,23 @@ through these functions; nothing here changes the host.
 from __future__ import annotations
 
 import base64
+import errno
 import grp
 import hashlib
 import ipaddress
 import json
+import math
 import os
 import pwd
 import re
+import shlex
+import signal
 import socket
 import ssl
 import stat
+import subprocess
 import time
+from urllib.parse import urlsplit
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 
@@ -188,14 +194,119 @@ def gather_facts(module, subset, timeout=10):
     return collector.collect(module=module)
 
 
+class CommandError(HostStateError):
+    """A command that could not be started, or did not finish within its time (``timed_out``); the message names
+    the command and says why, and the result reports it as ``cmd``."""
+
+    def __init__(self, command, reason, timed_out=False):
+        super(CommandError, self).__init__("%s: %s" % (command, reason), cmd=command)
+        self.command = command
+        self.reason = reason
+        self.timed_out = timed_out
+
+
+def check_timeout(option, seconds):
+    """``seconds`` as a time to wait, or HostStateError naming ``option``."""
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise HostStateError("%s: %g: use a number of seconds above 0" % (option, seconds))
+    return seconds
+
+
+def check_status_url(option, url):
+    """``url`` if it is an http or https URL with a host, else HostStateError naming ``option`` and the value:
+    nothing else (such as a local file) is read."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:
+        raise HostStateError("%s: %r is not a URL (%s); write http://HOST:PORT/PATH or https://..." % (
+            option, url, exc)) from exc
+    if parts.scheme.lower() not in ("http", "https"):
+        if "://" in url:
+            hint = "only http:// and https:// URLs are read"
+        else:
+            hint = "write it with its scheme, such as http://%s" % url
+        raise HostStateError("%s: %r is not an http or https URL; %s" % (option, url, hint))
+    if not host:
+        raise HostStateError("%s: %r names no host; write %s://HOST:PORT%s" % (
+            option, url, parts.scheme.lower(), parts.path or "/"))
+    return url
+
+
+def _seconds(seconds):
+    return "%gs" % seconds
+
+
+def _why_not_run(path, exc):
+    """Why ``path`` could not be started, in words: a directory, a file without execute permission, else the
+    system's reason."""
+    if os.path.isdir(path):
+        return "%s is a directory, not a program" % path
+    if exc.errno == errno.EACCES and os.path.isfile(path):
+        try:
+            mode = "%04o" % stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            mode = "?"
+        return "%s is not executable (mode %s)" % (path, mode)
+    if exc.errno == errno.ENOEXEC:
+        return "%s is not a program this host can run (%s)" % (path, exc.strerror)
+    if exc.errno == errno.ENOENT and os.path.isfile(path):
+        return "%s cannot be run: the interpreter its #! line names, or its loader, is not there" % path
+    return "%s cannot be run: %s" % (path, exc.strerror or exc)
+
+
+def _text(data):
+    return data.decode("utf-8", "replace") if data else ""
+
+
+def _kill(proc):
+    """Kill ``proc`` and every process it started (its own session), and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        # a process that left the session still holds the pipes: stop reading them
+        for pipe in (proc.stdout, proc.stderr):
+            pipe.close()
+        proc.wait()
+
+
+def run_command(argv, timeout=None, shown=None):
+    """(rc, stdout, stderr) of ``argv``, run without a shell and with ``LC_ALL=C``.
+
+    Raises CommandError naming the command (``shown``, else ``argv`` quoted as a shell would) when it cannot be
+    started (nothing there, a directory, a file without execute permission, not a program) and when it is still
+    running after ``timeout`` seconds: it and every process it started are killed first. Without ``timeout`` it
+    is waited for."""
+    command = shown or " ".join(shlex.quote(part) for part in argv)
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=dict(os.environ, LC_ALL="C"), close_fds=True, start_new_session=True)
+    except OSError as exc:
+        raise CommandError(command, _why_not_run(argv[0], exc)) from exc
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        _kill(proc)
+        raise CommandError(command, "did not finish within %s and was killed" % _seconds(timeout),
+                           timed_out=True) from exc
+    return proc.returncode, _text(out), _text(err)
+
+
 class HostReader(object):
-    """The readings that run a command on the host (package manager, systemctl, a Python)."""
+    """The readings that run a command on the host (package manager, systemctl, a Python, a program's
+    ``--version``), each bounded by ``timeout`` seconds when given. A command that cannot be started or does not
+    finish in time raises CommandError, but where the reading has a place for why (a Python, a program)."""
 
-    def __init__(self, module):
+    def __init__(self, module, timeout=None):
         self.module = module
+        self.timeout = timeout
 
-    def run(self, argv):
-        return self.module.run_command(argv, check_rc=False, environ_update={"LC_ALL": "C"})
+    def run(self, argv, shown=None):
+        return run_command(argv, self.timeout, shown)
 
     def package(self, name):
         for manager, argv in (("dpkg", ["dpkg-query", "-W", "-f", "${db:Status-Status} ${Version}", name]),
@@ -217,20 +328,49 @@ class HostReader(object):
     @staticmethod
     def json_url(url, timeout, ca_path=None):
         """(the JSON a GET of ``url`` answers, '') or (None, why not): a status page read, never an error. An
-        https URL is verified, against ``ca_path`` when given."""
+        https URL is verified, against ``ca_path`` when given. A URL that is not http or https raises
+        HostStateError: nothing else is read."""
         from ansible.module_utils.urls import open_url
 
+        check_status_url("url", url)
         try:
             with open_url(url, timeout=timeout, validate_certs=True, ca_path=ca_path) as response:
                 return json.loads(response.read().decode("utf-8")), ""
         except Exception as exc:  # any failure means the service does not answer
             return None, str(exc)
 
+    def binary(self, path):
+        """What ``<path> --version`` says (rc, stdout, stderr) and the program's mtime. A program that is not
+        there is reported with rc 127, one that cannot be run (a directory, no execute permission, not a
+        program) with rc 126, both with mtime None; one that does not finish in time is killed and reported
+        with rc 124. stderr says why."""
+        if not os.path.exists(path):
+            return {"rc": 127, "stdout": "", "stderr": "%s: not found" % path, "mtime": None}
+        try:
+            rc, out, err = self.run([path, "--version"])
+        except CommandError as exc:
+            if not exc.timed_out:
+                return {"rc": 126, "stdout": "", "stderr": exc.reason, "mtime": None}
+            rc, out, err = 124, "", str(exc)
+        try:
+            mtime = os.stat(path).st_mtime_ns / 1e9
+        except OSError:
+            mtime = None
+        return {"rc": rc, "stdout": out.strip(), "stderr": err.strip(), "mtime": mtime}
+
     def python(self, interpreter, names):
-        """Whether ``interpreter`` is there, and the version and location of each distribution it has."""
-        if not os.access(interpreter, os.X_OK):
+        """Whether ``interpreter`` is there and runs, and the version and location of each distribution it has.
+        Nothing there: exists false, no error; there but it cannot be run (a directory, no execute permission,
+        not a program): exists false, and error says why."""
+        if not os.path.exists(interpreter):
             return {"exists": False, "error": "", "distributions": parse_distributions(names, 1, "")}
-        rc, out, err = self.run([interpreter, "-c", _DISTRIBUTIONS] + list(names))
+        try:
+            rc, out, err = self.run([interpreter, "-c", _DISTRIBUTIONS] + list(names),
+                                    shown="%s -c <the distributions' reader>" % shlex.quote(interpreter))
+        except CommandError as exc:
+            if exc.timed_out:
+                raise
+            return {"exists": False, "error": exc.reason, "distributions": parse_distributions(names, 1, "")}
         return {"exists": True, "error": "" if rc == 0 else (err.strip() or "exit status %d" % rc),
                 "distributions": parse_distributions(names, rc, out)}
 

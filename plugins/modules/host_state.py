@@ -16,7 +16,10 @@ description:
     (C(nats_edge.fleet.spark_runtime), C(nats_edge.fleet.spark_cluster), C(nats_edge.fleet.spark_job)) run it
     once per host; M(nats_edge.fleet.nats_server_state) reads a nats-server host the same way.
   - Reads only; nothing on the host changes. A part that cannot be read (no such file, no package manager, no
-    systemctl, no such Python) is reported as absent, not as a failure.
+    systemctl, no such Python) is reported as absent, not as a failure; so is a O(python) that is there but
+    cannot be run (a directory, a file without execute permission, not a program), with the reason in RV(python).
+  - A C(dpkg-query), C(rpm) or C(systemctl) that is found but cannot be started fails the task, naming the
+    command and why, as the package or the unit cannot be told.
 author:
   - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
@@ -70,11 +73,13 @@ options:
     description:
       - Status pages to read from the host (HTTP GET), each answering JSON, such as a Spark master's C(/json/);
         RV(urls) holds each answer, or why there was none (a service that does not answer is not an error).
+      - Each an V(http) or V(https) URL with a host; any other (such as V(file:///...)) is refused before anything
+        is read.
     type: list
     elements: str
     default: []
   timeout:
-    description: Seconds to wait for each of O(urls).
+    description: Seconds to wait for each of O(urls) (above 0).
     type: float
     default: 5.0
 notes:
@@ -149,9 +154,11 @@ listings:
   sample: {"/opt/spark-runtime/wheelhouse": {"pyspark-3.5.3-py2.py3-none-any.whl": 317293824}}
 python:
   description:
-    - C(exists) (the interpreter is there and executable), C(error) (why it could not report, empty when it did) and
-      C(distributions), each name of O(distributions) with its C(version) and C(location) (the directory it is
-      installed in), or V(null) when it is not installed.
+    - C(exists) (the interpreter is there and runs), C(error) and C(distributions), each name of O(distributions)
+      with its C(version) and C(location) (the directory it is installed in), or V(null) when it is not installed.
+    - C(error) says why it could not report - what is at the path cannot be run (a directory, a file without
+      execute permission, not a program; then C(exists) is V(false)), or it ran and failed - and is empty when it
+      reported or when nothing is at the path.
   returned: when O(python) is given
   type: dict
   sample: {"exists": true, "error": "",
@@ -165,8 +172,10 @@ urls:
   sample: {"http://10.0.0.5:8080/json/": {"json": {"status": "ALIVE", "aliveworkers": 3}, "error": ""}}
 """
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import (
-    HostReader, describe_path, list_directory, read_group, read_user)
+    HostReader, HostStateError, check_status_url, check_timeout, describe_path, list_directory, read_group,
+    read_user)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 
 ARGUMENT_SPEC = dict(
@@ -183,12 +192,14 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def main():
-    module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = module.params
+def read(module, params):
+    """Every reading asked for, the options checked first."""
     if params["distributions"] and not params["python"]:
-        module.fail_json(msg="host_state: distributions %s need python, the interpreter to ask"
-                         % ", ".join(params["distributions"]))
+        raise HostStateError("host_state: distributions %s need python, the interpreter to ask"
+                             % ", ".join(params["distributions"]))
+    check_timeout("timeout", params["timeout"])
+    for url in params["urls"]:
+        check_status_url("urls", url)
     host = HostReader(module)
     result = {
         "changed": False,
@@ -206,6 +217,15 @@ def main():
         for url in params["urls"]:
             body, error = host.json_url(url, params["timeout"])
             result["urls"][url] = {"json": body, "error": error}
+    return result
+
+
+def main():
+    module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    try:
+        result = read(module, module.params)
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
     module.exit_json(**result)
 
 

@@ -25,7 +25,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Reads the server's leaf connections and reports those it would close; closes nothing.
+    description:
+      - Runs the checks of a real run (the server's version, O(accounts), O(remote_name)) and waits as it does for
+        a link that is down, then reports the links it would close; closes nothing. What a real run would refuse,
+        check mode refuses with the same message.
   diff_mode:
     support: none
     description: No diff; RV(links) names each link before and after.
@@ -45,10 +48,18 @@ options:
       - Instead of O(server_name) - the name of the server at the other end of the links, whose leaf connections
         every server (through C($SYS.REQ.SERVER.PING.LEAFZ)) closes from its side - for a server older than 2.12
         that connects to a hub of 2.12 or newer.
+      - A name that no server has a leaf connection from, and that no server answers to through the system
+        account, is refused at once, with the names of the servers the leaf connections come from.
     type: str
   accounts:
     description:
-      - Accounts (public keys, as the server names them) whose leaf connections to reopen.
+      - Accounts whose leaf connections to reopen, as the server names them - in operator mode their public keys
+        (V(A...), such as an M(nats_edge.fleet.nsc_account) result's C(account_id)), not their names; a server
+        whose accounts are in its config names them by name.
+      - A value that cannot be such an account (an account's name, or another kind of key, where the server names
+        accounts by public key; a name the server does not have, where it names them by name) is refused at
+        once, saying what is expected (with the public key of an account of that name, when the server knows
+        one).
       - Every account listed must have at least one leaf connection on the server. A link that is down is
         waited for (up to O(wait)), as it may be reconnecting, for example after a push that replaced its
         account's signing keys.
@@ -56,7 +67,9 @@ options:
     elements: str
     required: true
   wait:
-    description: Seconds to wait for a link that is down to come up, and again for every closed link to come back.
+    description:
+      - Seconds (0 or more) to wait for a link that is down to come up, and again for every closed link to come
+        back.
     type: int
     default: 60
 notes:
@@ -117,7 +130,8 @@ seconds:
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
-from ansible_collections.nats_edge.fleet.plugins.module_utils._leaf_links import find_server, leaf_links, reconnect
+from ansible_collections.nats_edge.fleet.plugins.module_utils._leaf_links import (
+    ReconnectError, check_wait, find_server, links_to_reopen, reopen)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient, nats_module, require_nats_py
 
 ARGUMENT_SPEC = dict(
@@ -135,6 +149,7 @@ def main():
     p = module.params
     try:
         require_nats_py(p)
+        check_wait(p["wait"])
     except NatsEdgeError as exc:
         fail_from(module, exc)
     accounts = sorted(set(p["accounts"]))
@@ -146,14 +161,15 @@ def main():
         with NatsClient(p) as client:
             if p["server_name"]:
                 server_id, version = find_server(client, p["server_name"])
+            # the same checks and the same wait in check mode: it predicts what the run does
+            before = links_to_reopen(client, accounts, p["wait"], server_id, p["remote_name"], version)
             if module.check_mode:
-                before = leaf_links(client, accounts, server_id, p["remote_name"])
-                module.exit_json(changed=True, server_id=server_id, version=version, seconds=0.0,
-                                 links=[dict(account=a, before=sorted(cid for _sid, cid in before[a]), after=[])
-                                        for a in accounts])
-            links, seconds = reconnect(client, accounts, p["wait"], server_id, p["remote_name"])
+                links = [dict(account=a, before=sorted(cid for _sid, cid in before[a]), after=[]) for a in accounts]
+                seconds = 0.0
+            else:
+                links, seconds = reopen(client, accounts, before, p["wait"], server_id, p["remote_name"])
     except NatsEdgeError as exc:
-        module.fail_json(msg="leaf links of %s: %s" % (where, exc))
+        fail_from(module, ReconnectError("leaf links of %s: %s" % (where, exc), **exc.result))
     module.exit_json(changed=True, server_id=server_id, version=version, links=links, seconds=seconds)
 
 

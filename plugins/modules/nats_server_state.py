@@ -18,7 +18,12 @@ description:
     owner, group, mode, modification time and SHA-1 checksum of files and directories, and
     the running server's C(/varz) from its monitoring port.
   - Reads only; nothing on the host changes. A part that cannot be read (no such file, no
-    package manager, a server that does not answer) is reported as absent, not as a failure.
+    package manager, a server that does not answer) is reported as absent, not as a failure; so is a
+    binary that cannot be run (a directory, a file without execute permission, not a program), with
+    the reason in RV(binary).
+  - Every command it runs (C(<binary> --version), C(dpkg-query) or C(rpm), C(systemctl show)) is bounded
+    by O(timeout); see there for what a command that does not finish in time gives. A C(dpkg-query), C(rpm)
+    or C(systemctl) that is found but cannot be started fails the task, naming the command and why.
   - With O(gather_subset), the same call also gathers the host's facts, as C(ansible.builtin.setup)
     does with that subset, so a play that needs both pays one round trip instead of two.
 author:
@@ -27,7 +32,8 @@ extends_documentation_fragment:
   - nats_edge.fleet.read_only
 options:
   binary:
-    description: Path of the nats-server binary to run with C(--version).
+    description:
+      - Path of the nats-server binary to run with C(--version); RV(binary) holds what it said.
     type: path
   package:
     description: Name of the package that provides the binary, looked up with C(dpkg-query) or C(rpm).
@@ -56,6 +62,7 @@ options:
   monitor_url:
     description:
       - Base URL of the server's monitoring port, such as V(http://127.0.0.1:8222); its C(/varz) is read.
+      - An V(http) or V(https) URL with a host; any other (such as V(file:///...)) is refused and nothing is read.
       - Left out, RV(varz) is not read.
     type: str
   monitor_ca:
@@ -113,7 +120,15 @@ options:
         type: bool
         default: false
   timeout:
-    description: Seconds to wait for the monitoring port and for each command.
+    description:
+      - Seconds to wait for the monitoring port, for the listener of O(tls_probe), and for each command the module
+        runs (above 0).
+      - A command still running then is killed, with every process it started. C(<binary> --version) is
+        reported in RV(binary) (C(rc) V(124), C(stderr) naming the command); C(dpkg-query), C(rpm) or
+        C(systemctl show) fails the task, the message naming the command, as the package or the unit cannot be
+        told.
+      - The facts of O(gather_subset) are gathered with the time limits of C(ansible.builtin.setup) (its
+        C(gather_timeout), 10 seconds), not with this one.
     type: float
     default: 5
   gather_subset:
@@ -159,8 +174,13 @@ EXAMPLES = r"""
 RETURN = r"""
 binary:
   description:
-    - The result of C(<binary> --version) (C(rc), C(stdout), C(stderr); C(rc) is V(127) when the file is not there)
-      and the binary's modification time (C(mtime), seconds, V(null) when absent).
+    - The result of C(<binary> --version) (C(rc), C(stdout), C(stderr)) and the binary's modification time
+      (C(mtime), seconds).
+    - A binary that is not there or cannot be run is reported as absent, with C(mtime) V(null) and C(stderr)
+      saying why - C(rc) V(127) when nothing is at the path, V(126) when what is there cannot be run (a
+      directory, a file without execute permission, not a program).
+    - One that does not finish within O(timeout) is killed and reported with C(rc) V(124), C(stderr) naming the
+      command.
   returned: when O(binary) is given
   type: dict
   sample: {"rc": 0, "stdout": "nats-server: v2.9.10", "stderr": "", "mtime": 1700000000.5}
@@ -206,8 +226,9 @@ listings:
   sample: {"/etc/nats-server/creds": {"LEAF.creds": 1021}}
 mtimes:
   description:
-    - The modification time (seconds) of each existing path of O(paths) and of O(binary), by path; the role
-      compares them with the time the running server started and last loaded its config.
+    - The modification time (seconds) of each existing path of O(paths) and of O(binary) (when it is not
+      absent), by path; the role compares them with the time the running server started and last loaded its
+      config.
   returned: always
   type: dict
   sample: {"/etc/nats-server/nats-server.conf": 1700000000.25, "/usr/sbin/nats-server": 1681032798.0}
@@ -252,7 +273,8 @@ import tempfile
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import (
-    HostReader, check_certificate, describe_path, gather_facts, list_directory, read_group, read_user, tls_state)
+    HostReader, check_certificate, check_status_url, check_timeout, describe_path, gather_facts, list_directory,
+    read_group, read_user, tls_state)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 
 ARGUMENT_SPEC = dict(
@@ -285,23 +307,6 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class HostState(HostReader):
-    """The host readings, and the two only a nats-server host has: the binary's version and /varz."""
-
-    def __init__(self, module):
-        super(HostState, self).__init__(module)
-        self.timeout = module.params["timeout"]
-
-    def binary(self, path):
-        if not os.path.exists(path):
-            return {"rc": 127, "stdout": "", "stderr": "%s: not found" % path, "mtime": None}
-        rc, out, err = self.run([path, "--version"])
-        return {"rc": rc, "stdout": out.strip(), "stderr": err.strip(), "mtime": os.stat(path).st_mtime_ns / 1e9}
-
-    def varz(self, base_url, ca_path=None):
-        return self.json_url(base_url.rstrip("/") + "/varz", self.timeout, ca_path=ca_path)
-
-
 def tls_check(given):
     """check_certificate on the files named, the contents given written to a directory of the module's own first."""
     folder = tempfile.mkdtemp(prefix="nats-tls-check-")
@@ -324,10 +329,12 @@ def tls_check(given):
     return found
 
 
-def main():
-    module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    params = module.params
-    host = HostState(module)
+def read(module, params):
+    """Every reading asked for, the options checked first."""
+    check_timeout("timeout", params["timeout"])
+    if params["monitor_url"]:
+        check_status_url("monitor_url", params["monitor_url"])
+    host = HostReader(module, timeout=params["timeout"])
     result = {"changed": False, "files": dict((path, describe_path(path)) for path in params["paths"])}
     result["listings"] = dict((path, list_directory(path)) for path in params["listings"])
     result["mtimes"] = dict((path, found["mtime"]) for path, found in result["files"].items() if found["exists"])
@@ -344,17 +351,24 @@ def main():
     if params["service"]:
         result["service"] = host.service(params["service"] + ".service")
     if params["monitor_url"]:
-        result["varz"], result["varz_error"] = host.varz(params["monitor_url"], params["monitor_ca"])
+        result["varz"], result["varz_error"] = host.json_url(
+            params["monitor_url"].rstrip("/") + "/varz", params["timeout"], ca_path=params["monitor_ca"])
     if params["tls_probe"]:
         probe = params["tls_probe"]
         result["tls"] = tls_state(probe["host"], probe["port"], probe["cert_file"], params["timeout"])
     if params["tls_check"]:
         result["tls_check"] = tls_check(params["tls_check"])
     if params["gather_subset"] is not None:
-        try:
-            result["ansible_facts"] = gather_facts(module, params["gather_subset"])
-        except NatsEdgeError as exc:
-            fail_from(module, exc)
+        result["ansible_facts"] = gather_facts(module, params["gather_subset"])
+    return result
+
+
+def main():
+    module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    try:
+        result = read(module, module.params)
+    except NatsEdgeError as exc:
+        fail_from(module, exc)
     module.exit_json(**result)
 
 

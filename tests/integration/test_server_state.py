@@ -2,7 +2,9 @@
 
 import hashlib
 import os
+import shutil
 import sys
+import time
 
 import pytest
 
@@ -215,3 +217,141 @@ def test_host_state_reports_a_missing_python_and_refuses_distributions_without_o
     assert result["python"] == {"exists": False, "error": "", "distributions": {"pyspark": None}}
     refused = module("host_state", {"distributions": ["pyspark"]})
     assert refused.get("failed") and "distributions pyspark need python" in refused["msg"], refused
+
+
+# -- what cannot be read is reported as absent; every command is bounded by timeout; only http and https are read --
+
+def _hanging(tmp_path, name):
+    """A program that never answers, and starts two more that never end, each writing its pid to <name>.pids."""
+    script = tmp_path / name
+    pids = tmp_path / (name + ".pids")
+    script.write_text("#!/bin/sh\nsleep 60 &\necho $! >> %s\nsleep 60 &\necho $! >> %s\necho $$ >> %s\nwait\n"
+                      % (pids, pids, pids))
+    script.chmod(0o755)
+    return str(script), pids
+
+
+def _gone(pids):
+    """Whether every process whose pid is in the file ``pids`` has ended (a zombie nobody reaped counts)."""
+    for pid in pids.read_text().split():
+        try:
+            with open("/proc/%s/stat" % pid) as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    return False
+        except OSError:
+            continue
+    return True
+
+
+def _timed(module, name, args, env=None):
+    started = time.monotonic()
+    result = module(name, args, env=env)
+    return result, time.monotonic() - started
+
+
+def test_a_binary_that_cannot_be_run_is_reported_as_absent(nats_binary, module, tmp_path):
+    """nats_server_state: 'a binary that cannot be run (a directory, a file without execute permission, not a
+    program)' is reported as absent, the reason in binary.stderr; the real one beside it still runs."""
+    binary, version = nats_binary
+    folder = tmp_path / "a-directory"
+    folder.mkdir()
+    plain = tmp_path / "nats-server-0644"
+    shutil.copy(binary, plain)
+    plain.chmod(0o644)
+    junk = tmp_path / "nats-server-junk"
+    junk.write_bytes(b"\x00\x01 not a program")
+    junk.chmod(0o755)
+    for path, reason in ((folder, "%s is a directory, not a program" % folder),
+                         (plain, "%s is not executable (mode 0644)" % plain),
+                         (junk, "%s is not a program this host can run" % junk)):
+        result = module("nats_server_state", {"binary": str(path), "paths": [str(path)]})
+        assert not result.get("failed") and not result["changed"], result
+        assert result["binary"]["rc"] == 126 and result["binary"]["mtime"] is None, result["binary"]
+        assert result["binary"]["stderr"].startswith(reason) and result["binary"]["stdout"] == "", result["binary"]
+        assert result["files"][str(path)]["exists"] and str(path) in result["mtimes"]  # described as any path is
+    result = module("nats_server_state", {"binary": binary})
+    assert result["binary"]["rc"] == 0 and result["binary"]["stdout"].endswith("v" + version), result
+
+
+def test_a_python_that_cannot_be_run_is_reported_as_absent(module, tmp_path):
+    """host_state: a python that is there but cannot be run is reported as absent, with the reason in python.error."""
+    folder = tmp_path / "venv" / "bin" / "python"
+    folder.mkdir(parents=True)
+    plain = tmp_path / "python-0644"
+    plain.write_text("#!/bin/sh\necho 3.11\n")
+    plain.chmod(0o644)
+    for path, reason in ((folder, "%s is a directory, not a program" % folder),
+                         (plain, "%s is not executable (mode 0644)" % plain)):
+        result = module("host_state", {"python": str(path), "distributions": ["pyspark"]})
+        assert not result.get("failed") and not result["changed"], result
+        assert result["python"] == {"exists": False, "error": reason, "distributions": {"pyspark": None}}, result
+
+
+def test_the_timeout_bounds_each_command(module, tmp_path):
+    """nats_server_state: timeout bounds each command it runs. A --version that never answers is killed, with what
+    it started, and reported in binary (rc 124, the command named); a dpkg-query or systemctl that never answers
+    fails the task, naming the command."""
+    hang, pids = _hanging(tmp_path, "nats-server")
+    result, seconds = _timed(module, "nats_server_state", {"binary": hang, "timeout": 2})
+    assert not result.get("failed") and not result["changed"], result
+    assert result["binary"]["rc"] == 124, result["binary"]
+    assert result["binary"]["stderr"] == "%s --version: did not finish within 2s and was killed" % hang, result
+    assert result["binary"]["mtime"] is not None and seconds < 10, seconds
+    assert _gone(pids), pids.read_text()
+
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    env = {"PATH": "%s:%s" % (tools, os.environ["PATH"])}
+    for tool, args in (("dpkg-query", {"package": "nats-server"}), ("systemctl", {"service": "nats-server"})):
+        script, pids = _hanging(tools, tool)
+        result, seconds = _timed(module, "nats_server_state", dict(args, timeout=2), env=env)
+        assert result.get("failed") and not result["changed"], result
+        assert result["msg"].startswith(script + " ") and result["msg"].endswith(
+            ": did not finish within 2s and was killed"), result["msg"]
+        assert result["cmd"] == result["msg"].rsplit(": ", 1)[0], result
+        assert seconds < 10, seconds
+        assert _gone(pids), pids.read_text()
+
+
+def test_monitor_url_and_urls_are_read_over_http_or_https_only(nats_binary, start_server, module, tmp_path):
+    """monitor_url and urls: an http or https URL with a host; any other (a local file) is refused, naming the option
+    and the value, and nothing is read - not even the status page beside it."""
+    binary, _version = nats_binary
+    port, http = free_port(), free_port()
+    server = start_server(binary, 'listen: "127.0.0.1:%d"\nhttp: "127.0.0.1:%d"\n' % (port, http), "n1", http)
+    server.wait(lambda: server.get("healthz")["status"] == "ok")
+    local = tmp_path / "status"
+    local.mkdir()
+    (local / "varz").write_text('{"version": "from a file"}')
+    page = "http://127.0.0.1:%d" % http
+    for url, fragment in (("file://%s" % local, "only http:// and https:// URLs are read"),
+                          ("127.0.0.1:%d" % http, "write it with its scheme, such as http://127.0.0.1:%d" % http),
+                          ("http:///varz", "names no host")):
+        refused = module("nats_server_state", {"monitor_url": url})
+        assert refused.get("failed") and not refused["changed"] and "varz" not in refused, refused
+        assert refused["msg"].startswith("monitor_url: %r " % url) and fragment in refused["msg"], refused
+        refused = module("host_state", {"urls": [page + "/varz", url + "/varz"]})
+        assert refused.get("failed") and "urls" not in refused, refused
+        assert refused["msg"].startswith("urls: %r " % (url + "/varz")) and fragment in refused["msg"], refused
+    read = module("nats_server_state", {"monitor_url": page.replace("http://", "HTTP://")})
+    assert read["varz"]["port"] == port and read["varz_error"] == "", read
+
+
+def test_a_tool_that_is_found_but_cannot_be_started_fails_the_task_naming_the_command(module, tmp_path):
+    """nats_server_state and host_state: 'a dpkg-query, rpm or systemctl that is found but cannot be started fails
+    the task, naming the command and why' (the package or the unit cannot be told)."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for tool in ("dpkg-query", "systemctl"):
+        (tools / tool).write_bytes(b"\x00\x01 not a program")
+        (tools / tool).chmod(0o755)
+    env = {"PATH": "%s:%s" % (tools, os.environ["PATH"])}
+    for name, args, tool in (("nats_server_state", {"package": "nats-server"}, "dpkg-query"),
+                             ("nats_server_state", {"service": "nats-server"}, "systemctl"),
+                             ("host_state", {"packages": ["nats-server"]}, "dpkg-query"),
+                             ("host_state", {"services": ["nats-server"]}, "systemctl")):
+        result = module(name, args, env=env)
+        assert result.get("failed") and not result["changed"], result
+        assert result["msg"].startswith("%s/%s " % (tools, tool)), result["msg"]
+        assert result["msg"].endswith(": %s/%s is not a program this host can run (Exec format error)" % (
+            tools, tool)), result["msg"]
