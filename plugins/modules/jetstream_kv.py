@@ -20,11 +20,16 @@ description:
     clients write them), or through O(api_prefix), whatever server O(servers) names; each write must be acknowledged
     by that bucket's stream. A write no stream takes is sent again for a few seconds, then fails.
   - O(mirror) makes a read-only copy of a bucket of another domain, which answers reads (direct gets) locally, also
-    while the origin's domain is down. Updating a copy keeps its origin's domain.
+    while the origin's domain is down. Updating a copy keeps its origin's domain. A copy is only ever promoted to
+    a bucket of its own when the task sets O(promote) (and leaves out O(mirror)); a task that leaves out O(mirror)
+    for a bucket that is a copy fails before anything is sent, naming the bucket and its origin.
   - O(sources) gathers the keys of buckets of other domains into this one (needs nats-server 2.10 or later, whose
     subject transforms put the keys of a source under this bucket's subjects).
   - O(entries) sets keys. Only keys whose last value differs are written, pipelined; the current values are read
     with one consumer that delivers the last message of every key.
+  - Every option, key and value is checked before anything is sent; a bucket's options the server checks against
+    what the bucket holds (O(max_bytes)) and its being a copy are checked once the bucket is read, also before
+    anything is sent.
 author:
   - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
@@ -62,23 +67,28 @@ options:
           description: Description of the bucket.
           type: str
         history:
-          description: How many values each key keeps, 1 to 64. Left out, 1.
+          description: How many values each key keeps, 1 to 64 (a number, not V(true)). Left out, 1.
           type: int
         ttl:
-          description: How long a value lives, as seconds or a duration such as V(30d); V(0) (the default) forever.
+          description:
+            - How long a value lives, as seconds or a duration such as V(30d); V(0) (the default) forever.
+            - At least V(100ms), as the servers keep nothing for a shorter time.
           type: raw
         max_bytes:
-          description: Most bytes the bucket holds, as bytes or a size such as V(1GiB); V(-1) (the default) unlimited.
+          description:
+            - Most bytes the bucket holds, as bytes or a size such as V(1GiB); V(-1) (the default) unlimited.
+            - Lowering it below the bytes the bucket already holds is refused, naming them (the server would refuse
+              every write, or drop the oldest values).
           type: raw
         max_value_size:
-          description: Largest value, as bytes or a size; V(-1) (the default) unlimited.
+          description: Largest value, as bytes or a size; V(-1) (the default) unlimited; at most V(2147483647).
           type: raw
         storage:
           description: Storage of the values (left out, V(file)). Cannot change on a live bucket.
           type: str
           choices: [file, memory]
         replicas:
-          description: Replicas of the bucket in a clustered domain (left out, 1). Changed in place.
+          description: Replicas of the bucket in a clustered domain, 1 to 5 (left out, 1). Changed in place.
           type: int
         placement:
           description: Where the bucket's replicas go.
@@ -121,9 +131,11 @@ options:
           type: raw
         mirror:
           description:
-            - Make the bucket a read-only copy of a bucket of another domain (or account). Not with O(sources) or
-              O(entries).
+            - Make the bucket a read-only copy of a bucket of another domain (or account). Not with O(sources),
+              O(entries) or O(promote).
             - The copy answers reads locally and keeps answering while the origin's domain is down.
+            - Declare it on every run of a copy; left out, the task fails unless O(promote) is set.
+            - A bucket cannot copy itself (the same name in the same domain).
           type: dict
           suboptions: &copy
             name:
@@ -150,12 +162,26 @@ options:
             - Buckets (of other domains or accounts) whose keys this bucket also holds, for example every edge site's
               bucket gathered at the hub. Keys of a source with another name are moved under this bucket's subjects by
               a subject transform, which needs nats-server 2.10 or later.
+            - A bucket cannot source itself (the same name in the same domain).
           type: list
           elements: dict
           suboptions: *copy
+        promote:
+          description:
+            - Promote a bucket that is a read-only copy (O(mirror)) to a bucket of its own, which takes writes and
+              never follows its origin again. It cannot be undone (a bucket cannot become a copy again). Needs
+              nats-server 2.12 or later. Not with O(mirror).
+            - Left out, a task that leaves out O(mirror) for a copy fails, naming the bucket and its origin, and
+              sends nothing. On a bucket that is no copy it changes nothing.
+          type: bool
         entries:
           description:
-            - Keys and the values they should have. A string is stored as it is; anything else as JSON.
+            - Keys and the values they should have. A string is stored as it is; anything else (a number, a boolean, a
+              mapping, a list) as JSON.
+            - A key is text of letters, digits and V(-), V(/), V(_), V(=), V(.), at most 1024 characters. Quote a key
+              YAML would read as a boolean or a number (V('yes'), V('5')); such a key is refused.
+            - A null value (what YAML makes of a value left empty, or V(~)) is refused; write V('') for an empty value.
+              To delete a key, leave it out and set O(exclusive).
             - Only keys whose last value differs are written. Not on a mirror, which is read-only.
             - To keep values out of the output, set C(no_log) on the task.
           type: dict
@@ -205,6 +231,14 @@ EXAMPLES = r"""
     history: 5
     mirror: {name: fleet-config, domain: hub}
   loop: [spoke-1, spoke-2]
+
+- name: Spoke 2 runs on its own from now on - its copy becomes a bucket of its own, for good
+  nats_edge.fleet.jetstream_kv:
+    servers: nats://hub-1:4222
+    domain: spoke-2
+    name: fleet-config
+    history: 5
+    promote: true
 
 - name: What every site reports, gathered at the hub
   nats_edge.fleet.jetstream_kv:

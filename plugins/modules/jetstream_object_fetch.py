@@ -14,6 +14,10 @@ description:
     in an edge site's own domain, which keeps answering while the hub is down - and writes it to O(dest).
   - The file is written whole (a temporary file, then a rename) and only once the content matched the object's
     SHA-256 digest; a mismatch fails and leaves O(dest) as it was.
+  - An object whose metadata carries another digest (such as C(MD5=...), written by another client) is refused and
+    nothing is written - its content cannot be verified.
+  - O(bucket) must be an object store (or a copy of one) in the domain the task reads; a key-value bucket of that
+    name, no store of that name, or a O(domain) no server answers for fail saying so, and nothing is written.
   - Idempotent - when O(dest) already has the object's digest, only the object's metadata is read.
   - Run it on the host that needs the file (it needs nats-py there and a connection to the site's servers), or on
     the controller and copy the file to the host.
@@ -31,7 +35,7 @@ attributes:
     description: Reads the object's metadata and the file's digest, and reports whether the file would change.
   diff_mode:
     support: full
-    description: Returns the file's digest before and after.
+    description: Returns the file's digest and mode before and after (V(null) for a file not there yet).
   idempotent:
     support: full
     description: A second run writes nothing.
@@ -45,11 +49,19 @@ options:
     type: str
     required: true
   dest:
-    description: The file to write. Its directory must exist.
+    description:
+      - The file to write - a regular file or none yet. Its directory must exist.
+      - A directory, a symbolic link (neither followed nor replaced) or any other kind of file, and an empty O(dest),
+        are refused before anything is read, naming O(dest).
     type: path
     required: true
   mode:
-    description: Mode of the written file.
+    description:
+      - Mode of the written file, permission bits only - 3 or 4 octal digits, quoted (V("0640")); YAML's number for
+        an unquoted V(0640) is taken too. A file with the object's content and another mode only has its mode set.
+      - Refused before anything is read - a negative number, a boolean, more than 4 digits, the setuid, setgid or
+        sticky bit, and an unquoted number without its leading 0 (V(644), which YAML reads as the decimal 644, the
+        mode 1204; quote it).
     type: raw
     default: "0644"
 seealso:
@@ -108,9 +120,10 @@ def main():
     p = module.params
     where = "object %r of bucket %r" % (p["name"], p["bucket"])
     try:
+        # every check of the input before anything is read
         mode = objects.checked_fetch(p["bucket"], p["mode"], p["dest"])
     except NatsEdgeError as exc:
-        module.fail_json(msg="%s: %s" % (where, exc))
+        fail_from(module, NatsEdgeError("%s: %s" % (where, exc), **exc.result))
     try:
         require_nats_py(p)
     except NatsEdgeError as exc:
@@ -118,12 +131,13 @@ def main():
     try:
         with NatsClient(p) as client:
             js = JetStream(client, domain=p.get("domain"), api_prefix=p.get("api_prefix"))
-            result, before = objects.fetch_to_file(client, js, p["bucket"], p["name"], p["dest"], mode,
-                                                   module.check_mode)
+            result, diff = objects.fetch_file(client, js, p["bucket"], p["name"], p["dest"], mode, module.check_mode)
+    except objects.FetchRefused as exc:
+        fail_from(module, exc)  # it names the object
     except (NatsEdgeError, OSError) as exc:
-        module.fail_json(msg="%s: %s" % (where, exc))
+        fail_from(module, NatsEdgeError("%s: %s" % (where, exc), **getattr(exc, "result", {})))
     if module._diff:
-        result["diff"] = dict(before={"digest": before}, after={"digest": result["digest"]})
+        result["diff"] = diff
     module.exit_json(**result)
 
 

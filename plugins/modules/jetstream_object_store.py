@@ -14,12 +14,21 @@ description:
     as the nats clients make it) with the stream manager of M(nats_edge.fleet.jetstream_stream) - the same comparison,
     update rules, check and diff mode and RV(actions). It is never deleted to be recreated.
   - O(mirror) makes a read-only copy of a store of another domain; M(nats_edge.fleet.jetstream_object_fetch) reads
-    objects from such a copy, also while the origin's domain is down.
+    objects from such a copy, also while the origin's domain is down. A copy is only ever promoted to a store of
+    its own when the task sets O(promote) (and leaves out O(mirror)); a task that leaves out O(mirror) for a store
+    that is a copy fails before anything is sent, naming the store and its origin.
   - O(objects) uploads files or content. An object is uploaded only when its SHA-256 digest differs from the stored
     one, so a run with nothing to do reads the objects' metadata only, never their chunks. Chunks are sent pipelined.
   - With O(objects), O(servers) must be servers of the store's domain O(domain), as the servers carry no object data
     from one domain to another. A task connected to another domain is refused before anything is created or written.
     Every chunk and metadata write must be acknowledged by the store's stream.
+  - After an object's metadata is written, every chunk of that object the stored metadata does not name is purged -
+    the version it replaces, and those of an upload of the same object by another run at the same time (that
+    upload writes its chunks again when they were purged before its metadata was written), so no upload leaves
+    chunks behind.
+  - Every option, object name, content and metadata is checked, and every file looked at, before anything is
+    sent; O(max_bytes) against what the store holds, and the store's being a copy, are checked once the store is
+    read, also before anything is sent.
 author:
   - nats_edge.fleet contributors (@nats_edge)
 extends_documentation_fragment:
@@ -49,17 +58,22 @@ options:
     description: Description of the store.
     type: str
   ttl:
-    description: How long an object lives, as seconds or a duration such as V(30d); V(0) (the default) forever.
+    description:
+      - How long an object lives, as seconds or a duration such as V(30d); V(0) (the default) forever.
+      - At least V(100ms), as the servers keep nothing for a shorter time.
     type: raw
   max_bytes:
-    description: Most bytes the store holds, as bytes or a size such as V(10GiB); V(-1) (the default) unlimited.
+    description:
+      - Most bytes the store holds, as bytes or a size such as V(10GiB); V(-1) (the default) unlimited.
+      - Lowering it below the bytes the store already holds is refused, naming them (the server would refuse every
+        upload, or drop the oldest chunks).
     type: raw
   storage:
     description: Storage of the objects (left out, V(file)). Cannot change on a live store.
     type: str
     choices: [file, memory]
   replicas:
-    description: Replicas in a clustered domain (left out, 1). Changed in place.
+    description: Replicas in a clustered domain, 1 to 5 (left out, 1). Changed in place.
     type: int
   placement:
     description: Where the store's replicas go.
@@ -79,7 +93,11 @@ options:
     description: String keys and values stored with the store (nats-server 2.10 or later).
     type: dict
   mirror:
-    description: Make the store a read-only copy of a store of another domain (or account). Not with O(objects).
+    description:
+      - Make the store a read-only copy of a store of another domain (or account). Not with O(objects) or
+        O(promote).
+      - Declare it on every run of a copy; left out, the task fails unless O(promote) is set.
+      - A store cannot copy itself (the same name in the same domain).
     type: dict
     suboptions:
       name:
@@ -101,26 +119,40 @@ options:
             description: Delivery prefix for the copied messages, when the account import needs one.
             type: str
             default: ""
+  promote:
+    description:
+      - Promote a store that is a read-only copy (O(mirror)) to a store of its own, which takes uploads and never
+        follows its origin again. It cannot be undone (a store cannot become a copy again). Needs nats-server 2.12
+        or later. Not with O(mirror).
+      - Left out, a task that leaves out O(mirror) for a copy fails, naming the store and its origin, and sends
+        nothing. On a store that is no copy it changes nothing.
+    type: bool
   objects:
     description: Objects the store should hold. Each is uploaded only when its digest differs.
     type: list
     elements: dict
     suboptions:
       name:
-        description: Name of the object.
+        description: Name of the object, at most 1024 bytes (UTF-8).
         type: str
         required: true
       src:
         description: A file on the host the module runs on (usually the controller) to upload. Not with O(objects[].content).
         type: path
       content:
-        description: Text to store as the object. Not with O(objects[].src).
-        type: str
+        description:
+          - What to store as the object. Not with O(objects[].src).
+          - A string is stored as it is; anything else (a mapping, a list, a number, a boolean) as JSON, as
+            M(nats_edge.fleet.jetstream_kv) stores values.
+        type: raw
       description:
         description: Description of the object.
         type: str
       metadata:
-        description: String keys and values stored with the object.
+        description:
+          - Keys and values stored with the object, as text. A number or a boolean is stored as its text (V(5),
+            V(true)); a mapping, a list or null is refused (write it as JSON text, V({{ value | to_json }}), to
+            keep it there).
         type: dict
   exclusive:
     description: With O(objects), delete every object of the store that O(objects) does not list.
@@ -226,7 +258,8 @@ def main():
             elif module._diff:
                 result["diff"] = entry.get("diff")
     except (NatsEdgeError, OSError) as exc:
-        module.fail_json(msg="object store %r: %s" % (params["name"], exc), changed=bool(
+        label = "object store %r" % params["name"]
+        module.fail_json(msg=str(exc) if str(exc).startswith(label) else "%s: %s" % (label, exc), changed=bool(
             result.get("changed") or result["uploaded"] or manager.result(False)["changed"]),
             actions=manager.js.actions if manager.js else [], **dict((k, result[k]) for k in ("uploaded",)))
     module.exit_json(actions=manager.js.actions, **result)

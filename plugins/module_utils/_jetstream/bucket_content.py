@@ -21,7 +21,7 @@ OBJECT_STORE_OPTIONS = dict(
     name=dict(type="str", required=True),
     state=dict(type="str", choices=["present", "absent"], default="present"),
     objects=dict(type="list", elements="dict", options=dict(
-        name=dict(type="str", required=True), src=dict(type="path"), content=dict(type="str"),
+        name=dict(type="str", required=True), src=dict(type="path"), content=dict(type="raw"),
         description=dict(type="str"), metadata=dict(type="dict")), mutually_exclusive=[["src", "content"]],
         required_one_of=[["src", "content"]]),
     exclusive=dict(type="bool", default=False),
@@ -55,26 +55,32 @@ class Entries(object):
 
 
 def checked_objects(params):
-    """The declared objects with their digests; every file is looked at before anything is sent."""
+    """The declared objects with their digests (``content`` as the bytes to store), the store checked as a whole
+    before anything is sent: its name, every option of its stream (object_store_stream), each object's name,
+    content and metadata; every file is looked at."""
     bucket = params["name"]
     kv.check_bucket("object store", bucket)
     if params.get("mirror") and params.get("objects") is not None:
         raise kv.BucketError("bucket %r: objects: a mirror is read-only; put the objects in its origin %r" % (
             bucket, params["mirror"]["name"]))
+    if (params.get("state") or "present") == "present":
+        kv.object_store_stream(bucket, params)
     wanted, seen = {}, set()
     for index, obj in enumerate(params.get("objects") or []):
-        if not obj["name"].strip():
-            raise kv.BucketError("bucket %r: objects[%d].name: an object needs a name" % (bucket, index))
+        kv.check_object_name(bucket, index, obj["name"])
         if obj["name"] in seen:
             raise kv.BucketError("bucket %r: objects[%d]: %r is listed twice" % (bucket, index, obj["name"]))
         seen.add(obj["name"])
+        obj = dict(obj, metadata=kv.object_metadata(bucket, "objects[%d] (%s)" % (index, obj["name"]), obj.get(
+            "metadata")) if obj.get("metadata") is not None else None)
         if obj.get("src") is not None:
             if not os.path.isfile(obj["src"]):
                 raise kv.BucketError("bucket %r: objects[%d].src: %s is not a file (object %r)" % (
                     bucket, index, obj["src"], obj["name"]))
             digest = objects.file_digest(obj["src"])
         else:
-            digest = objects.content_digest(obj["content"].encode())
+            obj["content"] = kv.object_content(bucket, index, obj["content"])
+            digest = objects.content_digest(obj["content"])
         wanted[obj["name"]] = dict(obj, digest=digest)
     return wanted
 
@@ -89,7 +95,7 @@ def converge_objects(module, client, js, bucket, wanted, exists, exclusive):
     if not module.check_mode:
         for name in uploads:
             obj = wanted[name]
-            source = obj["src"] if obj.get("src") is not None else obj["content"].encode()
+            source = obj["src"] if obj.get("src") is not None else obj["content"]
             objects.upload(client, js, bucket, name, source, obj["digest"], obj.get("description"),
                            obj.get("metadata"), current.get(name))
         for name in updates:

@@ -15,15 +15,24 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 import re
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
-from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns, size_bytes
 
 BUCKET_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 KEY_RE = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
 MAX_HISTORY = 64
+MAX_REPLICAS = 5
+# the shortest ttl a server keeps (its max_age), and the largest value it takes (its max_msg_size, an int32)
+MIN_TTL_NS = 10**8
+MAX_VALUE_SIZE = 2**31 - 1
+# an object's name and a key become a subject ($O.<bucket>.M.<name in base64>, $KV.<bucket>.<key>), which a
+# server takes only within its protocol line (4 KiB, with the reply and the domain's API prefix): longer names
+# close the connection halfway through a write
+MAX_NAME_BYTES = 1024
 OPERATION = "KV-Operation"
 DELETED = ("DEL", "PURGE")
 TWO_MINUTES_NS = 120 * 10**9
@@ -43,6 +52,7 @@ BUCKET_OPTIONS = dict(
     compression=dict(type="bool"),
     metadata=dict(type="dict"),
     mirror=dict(type="dict", options=copy.deepcopy(_COPY), mutually_exclusive=[["domain", "external"]]),
+    promote=dict(type="bool"),
 )
 
 KV_OPTIONS = dict(
@@ -82,10 +92,78 @@ def check_bucket(kind, name):
 
 
 def check_key(bucket, key):
+    if isinstance(key, (bool, int, float)) or key is None:
+        # YAML reads an unquoted yes, no, on, off, true, false, ~ or number as such, not as text
+        raise BucketError("bucket %r: entries: the key %r is %s, not text (YAML reads an unquoted yes, no, on, off, "
+                          "true, false, ~ or number as one): quote it, as %s" % (
+                              bucket, key, _a_kind(key), "'yes' or 'on'" if isinstance(key, bool) else "'null'" if key is None
+                              else "'%s'" % key))
     if not isinstance(key, str) or not KEY_RE.match(key) or key.startswith(".") or key.endswith(".") or ".." in key:
         raise BucketError("bucket %r: entries: %r is not a valid key; use letters, digits and '-', '/', '_', '=', "
                           "'.' (not first or last, nor two in a row)" % (bucket, key))
+    if len(key) > MAX_NAME_BYTES:
+        raise BucketError("bucket %r: entries: a key of %d characters is too long; a key has at most %d (%s...)" % (
+            bucket, len(key), MAX_NAME_BYTES, key[:20]))
     return key
+
+
+def _a_kind(value):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a %s" % {"dict": "mapping"}.get(type(value).__name__, type(value).__name__)
+
+
+def _count(bucket, field, value, low, high, allowed):
+    """An int option within [low, high] (``low`` when left out), a boolean refused (true is not 1); ``allowed``
+    says what is, with the bounds as %d and %d."""
+    if value is None:
+        return low
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BucketError("bucket %r: %s: %r; %s (left out, %d)" % (bucket, field, value, allowed % (low, high), low))
+    return value
+
+
+def _size(bucket, field, value, most=None):
+    """A size option in bytes (-1, unlimited, when left out; 0 is unlimited too)."""
+    if value is None:
+        return -1
+    try:
+        size = size_bytes(value)
+    except ValueError as exc:
+        raise BucketError("bucket %r: %s: %s" % (bucket, field, exc)) from exc
+    if most is not None and size > most:
+        raise BucketError("bucket %r: %s: %r is larger than a server takes (%d bytes)" % (bucket, field, value, most))
+    return size or -1
+
+
+def _ttl(bucket, value, what):
+    """A bucket's ttl in ns (0: forever); a server keeps nothing for less than 100ms."""
+    ttl_ns = _duration(bucket, "ttl", value) if value is not None else 0
+    if 0 < ttl_ns < MIN_TTL_NS:
+        raise BucketError("bucket %r: ttl: %r: %s lives at least 100ms; use 100ms or more, or 0 to keep %ss "
+                          "forever" % (bucket, value, what, what.split()[-1]))
+    return ttl_ns
+
+
+def _api_domain(api):
+    match = re.match(r"^\$JS\.([^.]+)\.API$", (api or "").rstrip("."))
+    return match.group(1) if match else None
+
+
+def _check_not_itself(bucket, field, given, domain):
+    """A bucket cannot copy itself: same name in the same domain (no domain or external, or the task's domain)."""
+    if given.get("name") != bucket:
+        return
+    api = (given.get("external") or {}).get("api")
+    origin = given.get("domain") or _api_domain(api)
+    if (not given.get("domain") and not api) or (domain and origin == domain):
+        raise BucketError("bucket %r: %s: names this bucket itself (%s); a copy takes a bucket of another domain "
+                          "(domain) or account (external)" % (
+                              bucket, field, "in domain %r" % origin if origin else "in the same domain"))
 
 
 def _copy_of(prefix, kind_field, given, transform_to=None):
@@ -101,27 +179,24 @@ def _copy_of(prefix, kind_field, given, transform_to=None):
     return entry
 
 
-def kv_stream(bucket, options):
-    """The jetstream_stream item of a key-value bucket (nats' own mapping).
+def kv_stream(bucket, options, domain=None):
+    """The jetstream_stream item of a key-value bucket (nats' own mapping), every option checked.
 
     Defaults are those of the nats clients, applied whether the bucket is new or
-    not: a bucket declared without ``history`` keeps one value per key."""
+    not: a bucket declared without ``history`` keeps one value per key. ``domain``: the
+    task's JetStream domain (left out: ``options["domain"]``, the single form's), to
+    refuse a copy of the bucket itself."""
     check_bucket("key-value", bucket)
-    history = options.get("history")
-    if history is None:
-        history = 1
-    if not 1 <= history <= MAX_HISTORY:
-        raise BucketError("bucket %r: history: %r; a key keeps 1 to %d values" % (bucket, history, MAX_HISTORY))
-    ttl = options.get("ttl")
-    ttl_ns = _duration(bucket, "ttl", ttl) if ttl is not None else 0
+    history = _count(bucket, "history", options.get("history"), 1, MAX_HISTORY, "a key keeps %d to %d values")
+    ttl_ns = _ttl(bucket, options.get("ttl"), "a value")
     item = {
         "name": "KV_" + bucket,
         "max_msgs_per_subject": history,
         "max_age": ttl_ns // 10**9 if ttl_ns % 10**9 == 0 else "%dns" % ttl_ns,
-        "max_bytes": -1 if options.get("max_bytes") is None else options["max_bytes"],
-        "max_msg_size": -1 if options.get("max_value_size") is None else options["max_value_size"],
+        "max_bytes": _size(bucket, "max_bytes", options.get("max_bytes")),
+        "max_msg_size": _size(bucket, "max_value_size", options.get("max_value_size"), MAX_VALUE_SIZE),
         "storage": options.get("storage") or "file",
-        "replicas": options.get("replicas") or 1,
+        "replicas": _count(bucket, "replicas", options.get("replicas"), 1, MAX_REPLICAS, "use %d to %d"),
         "allow_rollup": True,
         "deny_delete": True,
         "deny_purge": False,
@@ -139,6 +214,7 @@ def kv_stream(bucket, options):
         item["allow_msg_ttl"] = options["per_key_ttl"]
     if options.get("limit_marker_ttl") is not None:
         item["subject_delete_marker_ttl"] = options["limit_marker_ttl"]
+    _check_copies(bucket, options, options.get("domain") if domain is None else domain)
     if options.get("mirror"):
         if options.get("sources"):
             raise BucketError("bucket %r: mirror and sources cannot be combined" % bucket)
@@ -154,28 +230,39 @@ def kv_stream(bucket, options):
     return item
 
 
-def object_store_stream(bucket, options):
-    """The jetstream_stream item of an object store (nats' own mapping)."""
+def object_store_stream(bucket, options, domain=None):
+    """The jetstream_stream item of an object store (nats' own mapping), every option checked (``domain`` as
+    for kv_stream)."""
     check_bucket("object store", bucket)
-    ttl = options.get("ttl")
-    ttl_ns = _duration(bucket, "ttl", ttl) if ttl is not None else 0
+    ttl_ns = _ttl(bucket, options.get("ttl"), "an object")
     item = {
         "name": "OBJ_" + bucket,
         "max_age": ttl_ns // 10**9 if ttl_ns % 10**9 == 0 else "%dns" % ttl_ns,
-        "max_bytes": -1 if options.get("max_bytes") is None else options["max_bytes"],
+        "max_bytes": _size(bucket, "max_bytes", options.get("max_bytes")),
         "storage": options.get("storage") or "file",
-        "replicas": options.get("replicas") or 1,
+        "replicas": _count(bucket, "replicas", options.get("replicas"), 1, MAX_REPLICAS, "use %d to %d"),
         "allow_rollup": True,
         "allow_direct": True,
         "discard": "new",
     }
     _common(bucket, item, options)
+    _check_copies(bucket, options, options.get("domain") if domain is None else domain)
     if options.get("mirror"):
         item["mirror"] = _copy_of("OBJ_", "mirror", options["mirror"])
         item["mirror_direct"] = True
     else:
         item["subjects"] = ["$O.%s.C.>" % bucket, "$O.%s.M.>" % bucket]
     return item
+
+
+def _check_copies(bucket, options, domain):
+    if options.get("mirror"):
+        if options.get("promote"):
+            raise BucketError("bucket %r: promote makes a copy a bucket of its own: leave out mirror to promote it, "
+                              "or leave out promote to keep it a copy" % bucket)
+        _check_not_itself(bucket, "mirror", options["mirror"], domain)
+    for index, source in enumerate(options.get("sources") or []):
+        _check_not_itself(bucket, "sources[%d]" % index, source, domain)
 
 
 def _common(bucket, item, options):
@@ -197,16 +284,28 @@ def _duration(bucket, field, value):
 # entries
 
 
-def encode_value(bucket, key, value):
-    """The bytes stored for a declared value: strings as they are, anything else as JSON."""
+def encode_value(bucket, key, value, field="entries"):
+    """The bytes stored for a declared value: strings as they are, anything else as JSON (null refused: it is
+    what YAML makes of a value left empty). ``field`` names the value in messages (``entries.<key>``)."""
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
         return value.encode()
+    if value is None:
+        raise BucketError("bucket %r: %s: null is not a value (YAML reads an empty value or ~ as null): write '' "
+                          "for an empty value or 'null' for that text%s" % (
+                              bucket, field if field != "entries" else "entries.%s" % key,
+                              "; to delete the key, leave it out and set exclusive: true" if field == "entries" else ""))
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
     except (TypeError, ValueError) as exc:
-        raise BucketError("bucket %r: entries.%s: cannot store %r as JSON (%s)" % (bucket, key, value, exc)) from exc
+        raise BucketError("bucket %r: %s: cannot store %r as JSON (%s)" % (
+            bucket, field if field != "entries" else "entries.%s" % key, value, exc)) from exc
+
+
+def checked_entries(bucket, entries):
+    """{key: bytes} of the declared entries: every key text and valid, every value storable."""
+    return dict((check_key(bucket, key), encode_value(bucket, key, value)) for key, value in (entries or {}).items())
 
 
 def current_values(bucket, messages):
@@ -224,9 +323,7 @@ def current_values(bucket, messages):
 
 def plan_entries(bucket, desired, current, exclusive):
     """(puts {key: bytes}, deletes [key]) that bring ``current`` to ``desired``."""
-    wanted = {}
-    for key, value in (desired or {}).items():
-        wanted[check_key(bucket, str(key))] = encode_value(bucket, key, value)
+    wanted = checked_entries(bucket, desired)
     puts = dict((key, value) for key, value in wanted.items() if current.get(key) != value)
     deletes = sorted(key for key in current if key not in wanted) if exclusive else []
     return puts, deletes
@@ -258,6 +355,29 @@ def chunk_subject(bucket, nuid):
     return "$O.%s.C.%s" % (bucket, nuid)
 
 
+def nuid_prefix(name):
+    """How the nuids this collection writes for an object start (16 hex digits of its name's SHA-256): the chunk
+    subjects of one object's uploads are found by it, and those the object's metadata does not name dropped."""
+    return hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+
+
+def orphaned_chunks(bucket, name, subjects, stored_nuid):
+    """The chunk subjects among ``subjects`` of uploads of ``name`` (by their nuid's prefix) that its stored
+    metadata does not name (``stored_nuid``), sorted."""
+    prefix = chunk_subject(bucket, nuid_prefix(name))
+    return sorted(subject for subject in subjects
+                  if subject.startswith(prefix) and subject != chunk_subject(bucket, stored_nuid or ""))
+
+
+def meta_of_message(message):
+    """The object metadata in a STREAM.MSG.GET reply's message (its data in base64); None when it holds none."""
+    try:
+        meta = json.loads(base64.b64decode((message or {}).get("data") or "").decode() or "{}")
+    except ValueError:
+        return None
+    return meta if isinstance(meta, dict) and meta.get("name") else None
+
+
 def digest_of(data_sha256):
     """The digest nats writes for an object: SHA-256=<URL-safe base64, padded>."""
     return DIGEST_PREFIX + base64.urlsafe_b64encode(data_sha256).decode()
@@ -286,6 +406,56 @@ def current_objects(bucket, messages):
     return objects
 
 
+def check_object_name(bucket, index, name):
+    """An object's name: not blank, and short enough for the subject of its metadata."""
+    if not isinstance(name, str) or not name.strip():
+        raise BucketError("bucket %r: objects[%d].name: an object needs a name" % (bucket, index))
+    size = len(name.encode("utf-8"))
+    if size > MAX_NAME_BYTES:
+        raise BucketError("bucket %r: objects[%d].name: a name of %d bytes is too long (%s...); an object's name has "
+                          "at most %d bytes (UTF-8), as it is part of the subject of its metadata" % (
+                              bucket, index, size, name[:20], MAX_NAME_BYTES))
+    return name
+
+
+def object_content(bucket, index, content):
+    """The bytes of an object's ``content``: a string as it is, anything else as JSON (as key-value entries)."""
+    return encode_value(bucket, None, content, "objects[%d].content" % index)
+
+
+def object_metadata(bucket, where, metadata):
+    """An object's metadata as text: strings as they are, numbers and booleans as their text (5, true), as a
+    stream's metadata; a key that is not text, a mapping, a list or null refused naming it (``where``)."""
+    result = {}
+    for key, value in (metadata or {}).items():
+        if not isinstance(key, str):
+            raise BucketError("bucket %r: %s.metadata: the key %r is %s, not text: quote it" % (
+                bucket, where, key, _a_kind(key)))
+        result[key] = _meta_text(value)
+        if result[key] is None:
+            raise BucketError("bucket %r: %s.metadata.%s: %s is not text; a metadata value is a string (or a number "
+                              "or boolean, stored as its text)%s" % (
+                                  bucket, where, key, "null" if value is None else _a_kind(value),
+                                  "; to keep structured data there, write it as JSON text ('{{ value | to_json }}')"
+                                  if isinstance(value, (dict, list)) else ""))
+    return result
+
+
+def _meta_text(value):
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return None
+
+
+def _metadata_text(metadata):
+    """The metadata an object is written with (checked before by object_metadata)."""
+    return dict((str(k), _meta_text(v) if _meta_text(v) is not None else str(v)) for k, v in (metadata or {}).items())
+
+
 def object_meta(bucket, name, nuid, size, chunks, digest, mtime, description=None, metadata=None, headers=None):
     """Metadata of an object as the nats clients write it."""
     meta = {"name": name, "bucket": bucket, "nuid": nuid, "size": size, "chunks": chunks, "digest": digest,
@@ -293,7 +463,7 @@ def object_meta(bucket, name, nuid, size, chunks, digest, mtime, description=Non
     if description:
         meta["description"] = description
     if metadata:
-        meta["metadata"] = dict((str(k), str(v)) for k, v in metadata.items())
+        meta["metadata"] = _metadata_text(metadata)
     if headers:
         meta["headers"] = headers
     return meta
@@ -308,11 +478,12 @@ def deleted_meta(bucket, current, mtime):
 
 def meta_differs(current, description, metadata):
     return ((current.get("description") or None) != (description or None)
-            or (current.get("metadata") or {}) != dict((str(k), str(v)) for k, v in (metadata or {}).items()))
+            or (current.get("metadata") or {}) != _metadata_text(metadata))
 
 
 def declared_buckets(params):
-    """[(bucket name, its options, state)] of the single or the bulk form."""
+    """[(bucket name, its options, state)] of the single or the bulk form, each checked as a whole before anything
+    is sent: its name, every option of its stream (kv_stream), its entries' keys and values."""
     if params.get("buckets") is not None:
         stray = sorted(k for k in KV_OPTIONS if params.get(k) is not None)
         if params.get("name") or stray:
@@ -331,8 +502,8 @@ def declared_buckets(params):
         if options.get("exclusive") and options.get("entries") is None:
             raise BucketError("bucket %r: exclusive needs entries" % name)
         if state == "present":
-            for key in options.get("entries") or {}:
-                check_key(name, str(key))
+            kv_stream(name, options, params.get("domain"))
+            checked_entries(name, options.get("entries"))
     return items
 
 
@@ -342,6 +513,8 @@ def bucket_stream_items(items):
         item = kv_stream(name, options) if state == "present" else {"name": "KV_" + name}
         # a bucket is never recreated: its values would be lost
         item.update(state=state, on_immutable_change="fail", allow_data_loss=False)
+        if state == "present":
+            item["check_existing"] = live_check("key-value bucket", "KV_", name, options)
         streams.append(item)
     return streams
 
@@ -350,4 +523,50 @@ def store_stream_item(store):
     """The stream of an object store (jetstream_object_store's options), never recreated either."""
     item = object_store_stream(store["name"], store) if store["state"] == "present" else {"name": "OBJ_" + store["name"]}
     item.update(state=store["state"], on_immutable_change="fail", allow_data_loss=False)
+    if store["state"] == "present":
+        item["check_existing"] = live_check("object store", "OBJ_", store["name"], store)
     return item
+
+
+def live_check(kind, prefix, bucket, options):
+    """What a bucket (or store) refuses of the stream it has on the server, checked with the server's STREAM.INFO
+    reply before anything is sent (stream_model.plan calls it as ``check(config, info, where)``): a read-only copy
+    promoted without ``promote``, and a ``max_bytes`` below the bytes it already holds."""
+    def check(config, info, where):
+        live = info.get("config") or {}
+        origin = live.get("mirror")
+        if origin and not options.get("mirror") and not options.get("promote"):
+            raise BucketError("%s %r %s is a read-only copy of %s, and this task leaves out mirror: that would make "
+                              "it a %s of its own for good (it would never follow its origin again). To keep the "
+                              "copy, set mirror: %s; to promote it, set promote: true" % (
+                                  kind, bucket, where, _origin_text(prefix, origin), _noun(prefix),
+                                  _mirror_option(prefix, origin)))
+        wanted, held = config.get("max_bytes"), (info.get("state") or {}).get("bytes") or 0
+        if wanted is not None and 0 < wanted < held and wanted != live.get("max_bytes"):
+            raise BucketError("%s %r %s: max_bytes: %d is below the %d bytes it already holds (the server would refuse "
+                              "every write, or drop the oldest data); use at least %d, or -1 for no limit" % (
+                                  kind, bucket, where, wanted, held, held))
+    return check
+
+
+def _origin_name(prefix, origin):
+    name = origin.get("name") or ""
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def _noun(prefix):
+    return "store" if prefix == "OBJ_" else "bucket"
+
+
+def _origin_text(prefix, origin):
+    api = (origin.get("external") or {}).get("api")
+    domain = _api_domain(api)
+    return "%s %r %s" % (_noun(prefix), _origin_name(prefix, origin),
+                         "in domain %r" % domain if domain else "through %s" % api if api else "in the same domain")
+
+
+def _mirror_option(prefix, origin):
+    api = (origin.get("external") or {}).get("api")
+    domain = _api_domain(api)
+    where = ", domain: %s" % domain if domain else ", external: {api: %s}" % api if api else ""
+    return "{name: %s%s}" % (_origin_name(prefix, origin), where)

@@ -127,7 +127,9 @@ class StreamError(NatsEdgeError):
     """Input or a requested change that cannot be applied, worded for the user."""
 
 
-Desired = namedtuple("Desired", "name state config on_immutable_change allow_data_loss warnings creds")
+# check_existing: the item's own check of the stream the server has (a bucket's, see buckets.live_check), or None
+Desired = namedtuple("Desired", "name state config on_immutable_change allow_data_loss warnings creds check_existing",
+                     defaults=(None,))
 
 
 def desired_items(params):
@@ -188,7 +190,7 @@ def desired_from_params(params):
                 (bare_seconds_warning(value, field) for field, value in sorted(given.items()) if value is not None)
                 if text] if state == "present" else []
     return Desired(name, state, config, params.get("on_immutable_change") or "fail",
-                   bool(params.get("allow_data_loss")), warnings, params.get("creds"))
+                   bool(params.get("allow_data_loss")), warnings, params.get("creds"), params.get("check_existing"))
 
 
 # --------------------------------------------------------------------------
@@ -702,10 +704,13 @@ def plan(desired, info, version, where):
     ``info`` is the server's STREAM.INFO reply (None when the stream does not
     exist); ``version`` the ServerVersion that holds it or would create it;
     ``where`` says "in domain 'hub'" for messages. Raises StreamError when the
-    declaration cannot be applied under the chosen policy.
+    declaration cannot be applied under the chosen policy, or what the item's own
+    ``check_existing`` raises about the stream the server has.
     """
     name = desired.name
     prefix = "stream %r %s" % (name, where)
+    if info is not None and desired.state == "present" and desired.check_existing is not None:
+        desired.check_existing(desired.config, info, where)  # raises on what the item's kind refuses
     if desired.state == "absent":
         if info is None:
             return Plan(name, "none", [], None, {}, {})

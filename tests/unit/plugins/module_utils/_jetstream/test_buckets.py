@@ -1,4 +1,9 @@
-"""The stream a key-value bucket maps to (nats clients' mapping)."""
+"""The stream a key-value bucket maps to (nats clients' mapping), and the checks of a bucket's or a store's
+options, keys, values and objects that run before anything is sent."""
+import json
+
+import pytest
+
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
 
 
@@ -26,6 +31,197 @@ def test_a_key_is_refused_unless_every_token_of_its_subject_is_there():
     import pytest
     for good in ("a", "a.b", "site/1=on", "A-b_c"):
         assert kv.check_key("cfg", good) == good
-    for bad in ("a..b", ".a", "a.", "a b", "", "a*", "a>", 5):
+    for bad in ("a..b", ".a", "a.", "a b", "", "a*", "a>"):
         with pytest.raises(kv.BucketError, match="is not a valid key"):
             kv.check_key("cfg", bad)
+
+
+# -- every option, key and value is checked before anything is sent ---------------------------------------------
+
+@pytest.mark.parametrize("key, hint", [(True, "'yes' or 'on'"), (False, "'yes' or 'on'"), (5, "'5'"), (1.5, "'1.5'"),
+                                       (None, "'null'")])
+def test_a_key_yaml_reads_as_a_boolean_or_a_number_is_refused_saying_to_quote_it(key, hint):
+    with pytest.raises(kv.BucketError) as refused:
+        kv.checked_entries("cfg", {key: "x"})
+    assert "bucket 'cfg': entries: the key %r is" % (key,) in str(refused.value)
+    assert "not text" in str(refused.value) and "quote it, as %s" % hint in str(refused.value)
+
+
+def test_a_key_has_at_most_1024_characters():
+    assert kv.check_key("cfg", "k" * 1024) == "k" * 1024
+    with pytest.raises(kv.BucketError, match="entries: a key of 1025 characters is too long; a key has at most 1024"):
+        kv.check_key("cfg", "k" * 1025)
+
+
+def test_a_null_value_is_refused_saying_what_to_write_and_how_to_delete_a_key():
+    with pytest.raises(kv.BucketError) as refused:
+        kv.checked_entries("cfg", {"gone": None})
+    message = str(refused.value)
+    assert message.startswith("bucket 'cfg': entries.gone: null is not a value")
+    assert "write '' for an empty value or 'null' for that text" in message
+    assert "to delete the key, leave it out and set exclusive: true" in message
+
+
+def test_a_string_is_stored_as_it_is_and_anything_else_as_json():
+    assert kv.checked_entries("cfg", {"a": "on", "b": True, "c": 5, "d": {"y": [1], "x": None}}) == {
+        "a": b"on", "b": b"true", "c": b"5", "d": b'{"x":null,"y":[1]}'}
+    assert kv.object_content("fw", 0, "stable") == b"stable"
+    assert kv.object_content("fw", 0, {"mode": "edge"}) == b'{"mode":"edge"}'
+    assert kv.object_content("fw", 0, [1, 2]) == b"[1,2]"
+    with pytest.raises(kv.BucketError, match=r"bucket 'fw': objects\[0\].content: null is not a value"):
+        kv.object_content("fw", 0, None)
+
+
+@pytest.mark.parametrize("stream", [kv.kv_stream, kv.object_store_stream])
+@pytest.mark.parametrize("replicas", [0, -1, 6, True])
+def test_replicas_are_1_to_5_as_for_streams(stream, replicas):
+    with pytest.raises(kv.BucketError, match=r"bucket 'cfg': replicas: %r; use 1 to 5 \(left out, 1\)" % replicas):
+        stream("cfg", {"replicas": replicas})
+    assert stream("cfg", {})["replicas"] == 1 and stream("cfg", {"replicas": 3})["replicas"] == 3
+
+
+@pytest.mark.parametrize("history", [True, False, 0, 65, "5"])
+def test_history_is_a_number_from_1_to_64(history):
+    with pytest.raises(kv.BucketError, match=r"bucket 'cfg': history: %r; a key keeps 1 to 64 values" % (history,)):
+        kv.kv_stream("cfg", {"history": history})
+
+
+@pytest.mark.parametrize("stream, what", [(kv.kv_stream, "a value"), (kv.object_store_stream, "an object")])
+def test_a_ttl_is_at_least_100ms(stream, what):
+    with pytest.raises(kv.BucketError) as refused:
+        stream("cfg", {"ttl": "50ms"})
+    assert str(refused.value).startswith("bucket 'cfg': ttl: '50ms': %s lives at least 100ms" % what)
+    assert "duplicate_window" not in str(refused.value)
+    assert stream("cfg", {"ttl": "100ms"})["max_age"] == "100000000ns"
+    assert stream("cfg", {"ttl": 0})["max_age"] == 0
+
+
+def test_sizes_are_checked_naming_the_bucket_option():
+    with pytest.raises(kv.BucketError, match="bucket 'cfg': max_value_size: '3GiB' is larger than a server takes"):
+        kv.kv_stream("cfg", {"max_value_size": "3GiB"})
+    with pytest.raises(kv.BucketError, match="bucket 'cfg': max_bytes: 'lots' is not a size"):
+        kv.object_store_stream("cfg", {"max_bytes": "lots"})
+    assert kv.kv_stream("cfg", {"max_bytes": "1KiB", "max_value_size": 0})["max_bytes"] == 1024
+
+
+@pytest.mark.parametrize("options, domain, field", [
+    ({"mirror": {"name": "cfg"}}, None, "mirror"),
+    ({"mirror": {"name": "cfg", "domain": "hub"}}, "hub", "mirror"),
+    ({"mirror": {"name": "cfg", "external": {"api": "$JS.hub.API"}}}, "hub", "mirror"),
+    ({"sources": [{"name": "other", "domain": "leaf"}, {"name": "cfg"}]}, None, "sources[1]"),
+])
+def test_a_bucket_cannot_copy_itself(options, domain, field):
+    with pytest.raises(kv.BucketError, match=r"bucket 'cfg': %s: names this bucket itself" % field.replace("[", r"\[")):
+        kv.kv_stream("cfg", options, domain)
+    if "mirror" in options:
+        with pytest.raises(kv.BucketError, match="names this bucket itself"):
+            kv.object_store_stream("cfg", options, domain)
+
+
+def test_a_copy_of_the_same_name_in_another_domain_is_taken():
+    assert kv.kv_stream("cfg", {"mirror": {"name": "cfg", "domain": "hub"}}, "leaf")["mirror"]["name"] == "KV_cfg"
+    assert kv.kv_stream("cfg", {"mirror": {"name": "cfg", "domain": "hub"}}, None)["mirror"]["name"] == "KV_cfg"
+    assert kv.kv_stream("cfg", {"sources": [{"name": "cfg", "domain": "leaf"}]}, "hub")["sources"]
+
+
+def test_promote_is_not_with_mirror():
+    with pytest.raises(kv.BucketError, match="bucket 'cfg': promote makes a copy a bucket of its own"):
+        kv.kv_stream("cfg", {"promote": True, "mirror": {"name": "cfg", "domain": "hub"}})
+    assert "mirror" not in kv.kv_stream("cfg", {"promote": True})
+
+
+def test_declared_buckets_checks_every_bucket_option_key_and_value_before_anything_is_sent():
+    """The fleet's preflight runs the same function: a bad option of any item is found before the first bucket."""
+    good = {"name": "good", "entries": {"a": "1"}}
+    for bad, message in (({"name": "bad", "replicas": 0}, "bucket 'bad': replicas: 0"),
+                         ({"name": "bad", "ttl": "10ms"}, "bucket 'bad': ttl: '10ms'"),
+                         ({"name": "bad", "entries": {True: "x"}}, "bucket 'bad': entries: the key True"),
+                         ({"name": "bad", "entries": {"a": None}}, "bucket 'bad': entries.a: null is not a value"),
+                         ({"name": "bad", "mirror": {"name": "bad"}}, "bucket 'bad': mirror: names this bucket")):
+        with pytest.raises(kv.BucketError, match=message.replace("(", r"\(")):
+            kv.declared_buckets({"buckets": [good, bad], "state": "present"})
+    with pytest.raises(kv.BucketError, match="names this bucket itself"):
+        kv.declared_buckets({"buckets": [{"name": "cfg", "sources": [{"name": "cfg", "domain": "hub"}]}],
+                             "state": "present", "domain": "hub"})
+    assert kv.declared_buckets({"buckets": [{"name": "gone", "replicas": 0}], "state": "absent"})  # nothing to check
+
+
+# -- objects ------------------------------------------------------------------------------------------------------
+
+def test_an_object_name_has_at_most_1024_bytes():
+    assert kv.check_object_name("fw", 0, "\u00e9" * 512) == "\u00e9" * 512
+    with pytest.raises(kv.BucketError, match=r"bucket 'fw': objects\[1\].name: a name of 1026 bytes is too long"):
+        kv.check_object_name("fw", 1, "\u00e9" * 513)
+    with pytest.raises(kv.BucketError, match="an object needs a name"):
+        kv.check_object_name("fw", 0, "  ")
+
+
+def test_object_metadata_values_are_text_numbers_and_booleans_as_their_text():
+    assert kv.object_metadata("fw", "objects[0] (a)", {"board": "rpi4", "rev": 2, "signed": True, "ratio": 1.5}) == {
+        "board": "rpi4", "rev": "2", "signed": "true", "ratio": "1.5"}
+    for value, what in (({"rev": 2}, "a mapping"), ([1], "a list"), (None, "null")):
+        with pytest.raises(kv.BucketError) as refused:
+            kv.object_metadata("fw", "objects[0] (a)", {"board": value})
+        assert str(refused.value).startswith("bucket 'fw': objects[0] (a).metadata.board: %s is not text" % what)
+    with pytest.raises(kv.BucketError, match="the key 5 is a number, not text: quote it"):
+        kv.object_metadata("fw", "objects[0] (a)", {5: "x"})
+    meta = kv.object_meta("fw", "a", "n", 1, 1, "d", "t", metadata={"rev": 2, "signed": True})
+    assert meta["metadata"] == {"rev": "2", "signed": "true"}
+    assert not kv.meta_differs(meta, None, {"rev": 2, "signed": True})
+
+
+def test_orphaned_chunks_are_the_uploads_of_the_object_its_metadata_does_not_name():
+    mine = kv.nuid_prefix("gw.bin")
+    other = kv.nuid_prefix("other.bin")
+    subjects = ["$O.fw.C.%sa1" % mine, "$O.fw.C.%sb2" % mine, "$O.fw.C.%sc3" % other, "$O.fw.C.legacy"]
+    assert kv.orphaned_chunks("fw", "gw.bin", subjects, mine + "b2") == ["$O.fw.C.%sa1" % mine]
+    assert kv.orphaned_chunks("fw", "gw.bin", subjects, None) == ["$O.fw.C.%sa1" % mine, "$O.fw.C.%sb2" % mine]
+    assert len(mine) == 16 and mine != other
+
+
+def test_meta_of_message_reads_the_stored_metadata():
+    import base64
+    message = {"data": base64.b64encode(json.dumps({"name": "a", "nuid": "n"}).encode()).decode()}
+    assert kv.meta_of_message(message) == {"name": "a", "nuid": "n"}
+    assert kv.meta_of_message({"data": "!!"}) is None and kv.meta_of_message(None) is None
+
+
+# -- what a bucket refuses of the stream the server has ---------------------------------------------------------
+
+COPY = {"config": {"name": "KV_cfg", "mirror": {"name": "KV_cfg", "external": {"api": "$JS.hub.API", "deliver": ""}},
+                   "max_bytes": -1}, "state": {"bytes": 5000}}
+
+
+def test_a_copy_is_promoted_only_when_the_task_sets_promote():
+    check = kv.live_check("key-value bucket", "KV_", "cfg", {})
+    with pytest.raises(kv.BucketError) as refused:
+        check({"subjects": ["$KV.cfg.>"]}, COPY, "in domain 'leaf'")
+    assert str(refused.value) == (
+        "key-value bucket 'cfg' in domain 'leaf' is a read-only copy of bucket 'cfg' in domain 'hub', and this task "
+        "leaves out mirror: that would make it a bucket of its own for good (it would never follow its origin "
+        "again). To keep the copy, set mirror: {name: cfg, domain: hub}; to promote it, set promote: true")
+    kv.live_check("key-value bucket", "KV_", "cfg", {"promote": True})({}, COPY, "in domain 'leaf'")
+    kv.live_check("key-value bucket", "KV_", "cfg", {"mirror": {"name": "cfg", "domain": "hub"}})(
+        {}, COPY, "in domain 'leaf'")
+    local = dict(COPY, config=dict(COPY["config"], mirror={"name": "OBJ_fw"}))
+    with pytest.raises(kv.BucketError, match="of store 'fw' in the same domain.*set mirror: {name: fw}"):
+        kv.live_check("object store", "OBJ_", "copy", {})({}, local, "in the local domain")
+
+
+def test_max_bytes_below_what_a_bucket_holds_is_refused_naming_the_bytes():
+    check = kv.live_check("object store", "OBJ_", "fw", {"promote": True})
+    with pytest.raises(kv.BucketError) as refused:
+        check({"max_bytes": 1000}, COPY, "in domain 'hub'")
+    assert str(refused.value).startswith("object store 'fw' in domain 'hub': max_bytes: 1000 is below the 5000 bytes "
+                                         "it already holds")
+    check({"max_bytes": 5000}, COPY, "in domain 'hub'")
+    check({"max_bytes": -1}, COPY, "in domain 'hub'")
+    lowered = dict(COPY, config=dict(COPY["config"], max_bytes=1000))
+    check({"max_bytes": 1000}, lowered, "in domain 'hub'")  # as it is already: nothing is sent
+
+
+def test_buckets_and_stores_carry_their_check_of_the_live_stream():
+    items = kv.bucket_stream_items([("cfg", {}, "present"), ("gone", {}, "absent")])
+    assert callable(items[0]["check_existing"]) and "check_existing" not in items[1]
+    store = kv.store_stream_item({"name": "fw", "state": "present"})
+    assert callable(store["check_existing"])
