@@ -39,6 +39,11 @@ notes:
   - Seeds and creds files are written with mode 0600 in directories created 0700; a file is replaced
     whole, never written in place.
   - Run these modules where the store is, usually the controller (with C(delegate_to=localhost)).
+  - "Options are taken as written: a boolean where a name or other text is expected (an unquoted V(true), V(yes) or
+    V(on), as in C(operator: true)), a boolean where a number is expected, or anything but a mapping where an option
+    has suboptions (C(jetstream: true)) is refused naming the option, never turned into the name C(True)."
+  - Limits, sizes and expiries are refused above what a server reads (a 64-bit integer), so a JWT no server accepts
+    is never written.
 requirements:
   - nkeys (Python library)
 """
@@ -81,7 +86,7 @@ options:
         type: dict
         suboptions:
           max:
-            description: Most replies per request.
+            description: Most replies per request - 1 or more, or V(-1) for no limit.
             type: int
             default: 1
           ttl:
@@ -143,7 +148,7 @@ options:
         type: dict
         suboptions:
           max:
-            description: Most replies per request.
+            description: Most replies per request - 1 or more, or V(-1) for no limit.
             type: int
             default: 1
           ttl:

@@ -52,6 +52,8 @@ options:
         task gives for all items.
       - Every item is checked before the first is converged; an error names the item (V(accounts[2] (APP))) and the
         field. The first item that fails stops the run, and RV(item_results) shows what the items before it did.
+      - An account listed twice is refused before any is converged, naming both items (two items would undo each
+        other on every run); so is an item removing the operator's system account.
     type: list
     elements: dict
   state:
@@ -60,6 +62,8 @@ options:
       - V(absent) removes its JWT, users and creds from the store. A full resolver keeps the account
         (nothing is pushed to delete it).
       - An account that other accounts import from is not removed unless O(force=true).
+      - The operator's system account is never removed (refused, naming it); replace it first with
+        M(nats_edge.fleet.nsc_operator)'s O(nats_edge.fleet.nsc_operator#module:replace_system_account).
     type: str
     choices: [present, absent]
     default: present
@@ -71,8 +75,9 @@ options:
     default: false
   jetstream:
     description:
-      - JetStream limits of the account; left out, JetStream is disabled for it.
-      - Sizes as bytes or strings such as V(1GiB); V(-1) is unlimited, and so is a limit left out.
+      - JetStream limits of the account; left out, JetStream is disabled for it, and V({}) enables it without limits.
+      - Sizes as bytes or strings such as V(1GiB); V(-1) is unlimited, and so is a limit left out. A limit above what a
+        server reads (a 64-bit number) is refused, as in O(limits).
     type: dict
     suboptions:
       disk_storage:
@@ -236,19 +241,24 @@ retired_signing_keys:
   elements: str
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import account, bulk
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.account import ARGUMENT_SPEC, converge, label
 
 
 def main():
-    module = nats_module(bulk.bulk_spec(ARGUMENT_SPEC, "accounts", required=("name",)), jetstream=False,
-                         supports_check_mode=True, required_one_of=[["name", "accounts"]],
-                         mutually_exclusive=[["name", "accounts"]])
+    spec = bulk.bulk_spec(ARGUMENT_SPEC, "accounts", required=("name",))
+    # what ansible-core would coerce or trip over (jetstream: true) is refused, named
+    module, given = nsc.build_module(lambda spec: nats_module(
+        spec, jetstream=False, supports_check_mode=True, required_one_of=[["name", "accounts"]],
+        mutually_exclusive=[["name", "accounts"]]), spec)
+    if given:
+        fail_from(module, given)
     p = module.params
     try:
-        result = bulk.task(module, converge, "accounts", ARGUMENT_SPEC, label,
+        result = bulk.task(module, converge, "accounts", ARGUMENT_SPEC, label, kind=account,
                            push=p["push"] and (p["state"] == "present" or p["accounts"] is not None))
     except NatsEdgeError as exc:
         fail_from(module, exc)

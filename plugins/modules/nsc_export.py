@@ -57,6 +57,9 @@ options:
         for all items.
       - Every item is checked before the first is converged; an error names the item and the field. The first item
         that fails stops the run, and RV(item_results) shows what the items before it did.
+      - An export listed twice (the same account and name, or subject and type, or the same stream shared from one
+        account to another) is refused before any is converged, naming both items; so is an item naming an account
+        that is not in the store.
     type: list
     elements: dict
   type:
@@ -278,21 +281,27 @@ unconfirmed:
   elements: str
 """
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk, export
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.export import ARGUMENT_SPEC, CONSTRAINTS, converge, label
 
 
 def main():
-    module = nats_module(bulk.bulk_spec(ARGUMENT_SPEC, "exports"), jetstream=False, supports_check_mode=True,
-                         required_one_of=[["subject", "share_stream", "exports"]],
-                         mutually_exclusive=CONSTRAINTS["mutually_exclusive"] + [
-                             ["exports", name] for name in ("subject", "share_stream", "account", "name")],
-                         required_by=CONSTRAINTS["required_by"])
+    spec = bulk.bulk_spec(ARGUMENT_SPEC, "exports")
+    # what ansible-core would coerce or trip over is refused, named
+    module, given = nsc.build_module(lambda spec: nats_module(
+        spec, jetstream=False, supports_check_mode=True, required_one_of=[["subject", "share_stream", "exports"]],
+        mutually_exclusive=CONSTRAINTS["mutually_exclusive"] + [
+            ["exports", name] for name in ("subject", "share_stream", "account", "name")],
+        required_by=CONSTRAINTS["required_by"]), spec)
+    if given:
+        fail_from(module, given)
     p = module.params
     try:
-        result = bulk.task(module, converge, "exports", ARGUMENT_SPEC, label, push=p["push"], **CONSTRAINTS)
+        result = bulk.task(module, converge, "exports", ARGUMENT_SPEC, label, push=p["push"], kind=export,
+                           **CONSTRAINTS)
     except NatsEdgeError as exc:
         fail_from(module, exc)
     module.exit_json(**result)

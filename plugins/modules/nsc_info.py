@@ -113,7 +113,11 @@ ARGUMENT_SPEC = dict(
 
 
 def main():
-    module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    # what ansible-core would coerce (operator: true becomes the name 'True') is refused, named
+    module, given = nsc.build_module(lambda spec: FleetModule(argument_spec=spec, supports_check_mode=True),
+                                     ARGUMENT_SPEC)
+    if given:
+        fail_from(module, given)
     p = module.params
     if jwt.nkeys is None:
         module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)

@@ -59,13 +59,31 @@ options:
     description: URL of the account server. Left out keeps what the operator has; V("") removes it.
     type: str
   system_account:
-    description: Name of the system account.
+    description:
+      - Name of the system account. Every server of the operator is configured with its public key
+        (C(system_account)), and the resolver takes pushes only from its users.
+      - Naming another account than the operator's system account (or one not in the store) replaces the system
+        account, which is refused unless O(replace_system_account=true).
     type: str
     default: SYS
   system_user:
     description: Name of the user of the system account that gets a creds file.
     type: str
     default: sys
+  replace_system_account:
+    description:
+      - Let O(system_account) replace the operator's system account. The run then says, in a warning and in
+        RV(system_account_replaced), which account was replaced by which; every server of the operator must be
+        reconfigured with the new system account's public key (RV(system_account_id)) and restarted.
+      - V(false) refuses a run whose O(system_account) is not the operator's system account, changing nothing, so a
+        typo cannot cut every server off.
+    type: bool
+    default: false
+notes:
+  - The operator's system account is never removed by M(nats_edge.fleet.nsc_account) (O(nats_edge.fleet.nsc_account#module:state=absent)
+    is refused for it); replace it here first.
+  - O(service_urls) are C(nats://) or C(tls://) URLs with a host and no path or credentials; O(account_server_url)
+    is an C(http://), C(https://), C(nats://) or C(tls://) URL. Anything else is refused before the store is read.
 """
 
 EXAMPLES = r"""
@@ -117,16 +135,29 @@ signing_keys:
   returned: state is present
   type: list
   elements: str
+system_account_replaced:
+  description:
+    - When this run replaced the operator's system account (O(replace_system_account=true)) - the account it
+      replaced (C(previous), its name or null when no account of the store has its key; C(previous_id), its public
+      key), the new one (C(name), C(account_id)), and C(msg), what to do now - every server of the operator must be
+      reconfigured with C(account_id) as its system account and restarted.
+  returned: when the system account was (or in check mode would be) replaced
+  type: dict
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._module import FleetModule
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.operator import ARGUMENT_SPEC, converge
 
 
 def main():
-    module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    # what ansible-core would coerce (operator: true becomes the name 'True') is refused, named
+    module, given = nsc.build_module(lambda spec: FleetModule(argument_spec=spec, supports_check_mode=True),
+                                     ARGUMENT_SPEC)
+    if given:
+        fail_from(module, given)
     try:
         result = bulk.task(module, converge)
     except NatsEdgeError as exc:

@@ -56,6 +56,8 @@ options:
         O(expected_servers), which the task gives for all items.
       - Every item is checked before the first is converged; an error names the item (V(users[2] (APP/web))) and
         the field. The first item that fails stops the run, and RV(item_results) shows what the items before it did.
+      - A user listed twice (the same account and name) is refused before any is converged, naming both items; so is
+        an item of an account that is not in the store.
     type: list
     elements: dict
   state:
@@ -79,8 +81,9 @@ options:
     default: false
   expires:
     description:
-      - When the user stops being valid, as epoch seconds or an RFC 3339 time. Left out, never.
-      - A time already past is accepted with a warning (the user cannot connect).
+      - When the user stops being valid, as epoch seconds or an RFC 3339 time. Left out (or V(0)), never.
+      - A time already past is accepted with a warning (the user cannot connect). A boolean, a time before 1970 and
+        one past what a server reads (a 64-bit number of seconds) are refused.
     type: raw
   expires_in:
     description:
@@ -249,20 +252,25 @@ unconfirmed:
 """
 
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk, user
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import nats_module
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.user import ARGUMENT_SPEC, CONSTRAINTS, converge, label
 
 
 def main():
-    module = nats_module(bulk.bulk_spec(ARGUMENT_SPEC, "users", required=("account", "name")), jetstream=False,
-                         supports_check_mode=True, mutually_exclusive=[["expires", "expires_in"], ["users", "name"],
-                                                                       ["users", "account"]],
-                         required_one_of=[["name", "users"]], required_together=[["account", "name"]])
+    spec = bulk.bulk_spec(ARGUMENT_SPEC, "users", required=("account", "name"))
+    # what ansible-core would coerce or trip over is refused, named
+    module, given = nsc.build_module(lambda spec: nats_module(
+        spec, jetstream=False, supports_check_mode=True,
+        mutually_exclusive=[["expires", "expires_in"], ["users", "name"], ["users", "account"]],
+        required_one_of=[["name", "users"]], required_together=[["account", "name"]]), spec)
+    if given:
+        fail_from(module, given)
     p = module.params
     try:
-        result = bulk.task(module, converge, "users", ARGUMENT_SPEC, label, push=p["push"], **CONSTRAINTS)
+        result = bulk.task(module, converge, "users", ARGUMENT_SPEC, label, push=p["push"], kind=user, **CONSTRAINTS)
     except NatsEdgeError as exc:
         fail_from(module, exc)
     module.exit_json(**result)

@@ -108,11 +108,13 @@ def test_bad_items_are_refused_before_the_store_is_touched(module, tmp_path):
     assert no_subject["failed"] and no_subject["msg"].startswith("exports[0] (OPS status):"), no_subject
     assert not os.path.exists(base["store_dir"]) and not os.path.exists(base["keys_dir"])
 
-    # a user of an account the store lacks: the run stops there, naming it; what came before is reported
+    # a user of an account neither in the store nor among the accounts: refused before the operator is made
     stopped = module("nsc_store", dict(base, accounts=ACCOUNTS[:1], users=[{"account": "NOPE", "name": "u"}]))
     assert stopped["failed"] and stopped["msg"].startswith("users[0] (NOPE/u): user 'u' of account 'NOPE'"), stopped
     assert "account 'NOPE' is not in the store" in stopped["msg"], stopped
-    assert stopped["changed"] and stopped["operator"]["changed"], stopped
-    assert [r["changed"] for r in stopped["account_results"]] == [True] and stopped["export_results"] == [], stopped
+    assert stopped["changed"] is False, stopped
+    assert not os.path.exists(base["store_dir"]) and not os.path.exists(base["keys_dir"])
+    made = module("nsc_store", dict(base, accounts=ACCOUNTS[:1]))
+    assert made["changed"] and not made.get("failed"), made
     fixed = module("nsc_store", dict(base, accounts=ACCOUNTS[:1]))
     assert fixed["changed"] is False and not fixed.get("failed"), fixed

@@ -38,6 +38,46 @@ def label(item):
     return item.get("name")
 
 
+def identity(params):
+    """What makes two items of a list of accounts the same account (listed twice, they would fight on every run)."""
+    return [params.get("name")]
+
+
+def named(params):
+    """How converge's errors name the account: ``account 'APP' of operator 'fleet'``."""
+    if params.get("operator"):
+        return "account %r of operator %r" % (params.get("name"), params["operator"])
+    return "account %r" % params.get("name")
+
+
+def check_item(params):
+    """Every check of one account's options that needs no store - its name, JetStream limits and limits (shape,
+    -1 and above, at most int64), default permissions (subjects, resp), the signing key options - as StoreError
+    naming the option; ``params`` back. nsc_account (each item of ``accounts`` too) and nsc_store run it before
+    the first file is written; the fleet's preflight runs it on each of nats_accounts (ItemChecker's ``then``)."""
+    valid_name("account", params.get("name"))
+    if params.get("state", "present") == "absent":
+        return params
+    nsc.jetstream_limits(params.get("jetstream"))
+    nsc.account_limits(params.get("limits"))
+    nsc.permissions(params.get("default_permissions"), "default_permissions")
+    for option in ("rotate_signing_key", "retire_signing_keys"):
+        if params.get(option) and not params.get("signing_key"):
+            raise StoreError("%s needs signing_key=true" % option)
+    return params
+
+
+def refuse_system_account(name, public, op_claims, operator):
+    """Refuse to remove the operator's system account: servers are configured with its key, and a later run would
+    make a new one that no server knows."""
+    system = ((op_claims or {}).get("nats") or {}).get("system_account")
+    if public and public == system:
+        raise StoreError("%r is the system account of operator %r (%s); it is not removed: every server of the "
+                         "operator is configured with it, and its users run the resolver's pushes. To replace it, "
+                         "make another with nsc_operator (system_account, replace_system_account=true) and "
+                         "reconfigure the servers first" % (name, operator, public))
+
+
 def plan(run, store):
     """(result, files to write as (writer, args), new seeds)."""
     p = run.params
@@ -47,6 +87,7 @@ def plan(run, store):
     if claims is not None:
         store.check_account(name, op_claims, claims)
     if p["state"] == "absent":
+        refuse_system_account(name, (claims or {}).get("sub"), op_claims, store.operator)
         return dict(changed=claims is not None, jwt_path=store.account_jwt_path(name)), token, None, []
 
     new_seeds = []
@@ -57,9 +98,6 @@ def plan(run, store):
         new_seeds.append(seed)
         public = jwt.public_key(seed)
     signing = []
-    for option in ("rotate_signing_key", "retire_signing_keys"):
-        if p[option] and not p["signing_key"]:
-            raise StoreError("%s needs signing_key=true" % option)
     stored_previous = store.read_previous_signing_keys(name) if claims else []
     previous = stored_previous
     if p["signing_key"]:
@@ -148,7 +186,7 @@ def converge(run):
     p = run.params
     result, written = {}, False
     try:
-        valid_name("account", p["name"])
+        check_item(p)
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
         with store.locked(p["lock_timeout"], create=False):
             result, token, op_claims, new_seeds = plan(run, store)
@@ -178,6 +216,5 @@ def converge(run):
         # changed says what really happened: the store written, or a JWT sent
         result["changed"] = written or bool(result.get("pushed"))
         again = "; the next run pushes it again" if written and isinstance(exc, nsc.PushFailed) else ""
-        raise nsc.ConvergeFailed("account %r of operator %r: %s%s" % (p["name"], p["operator"], exc, again),
-                                 **result) from exc
+        raise nsc.ConvergeFailed("%s: %s%s" % (named(p), exc, again), **result) from exc
     return result

@@ -12,9 +12,12 @@ spends most of its idempotent converge there.
 
 Each item takes every option of the single form but the task-level ones
 (the store, the connection, push), which apply to all items. The items are
-checked against the single form's spec, all of them before the first is
-converged. The first failing item stops the run; RV(item_results) then holds what
-the items before it did.
+checked against the single form's spec and as their converge checks them
+before reading the store (``check_item`` of the kind), an item listed twice is
+refused naming both, and the accounts the items name are looked up in the
+store (``check_references``) - all of it before the first item is converged.
+The first failing item stops the run; RV(item_results) then holds what the
+items before it did.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError, where
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import require_nats_py
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.common import warn_loose_keys_dir
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.common import (
+    check_given, system_account_name, warn_loose_keys_dir)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, directory_lock
 
 # the single form's spec and its constraints, less these task-level options
 TASK_LEVEL = ("store_dir", "keys_dir", "operator", "lock_timeout", "push", "expected_servers")
@@ -68,11 +73,13 @@ def bulk_spec(item_spec, key, required=()):
     return spec
 
 
-def checked_items(module, key, item_spec, label, task_params=None, **constraints):
+def checked_items(module, key, item_spec, label, task_params=None, kind=None, **constraints):
     """Every item of ``module.params[key]`` checked against ``item_spec`` (less the task-level options), as
     ``(where, params)``: the item's options with the task-level ones of ``task_params`` (by default the
-    module's own). The first bad item raises ItemError naming it (with ``item_results=[]``), before anything
-    is converged."""
+    module's own). With ``kind`` (the module_utils module of the kind: account, user or export), each item is also
+    checked as converging it would check it before reading the store (``kind.check_item``, named as converge names
+    it, ``kind.named``), and an item that is the same as an earlier one (``kind.identity``) is refused naming
+    both. The first bad item raises ItemError naming it (with ``item_results=[]``), before anything is converged."""
     spec = {name: value for name, value in item_spec.items() if name not in TASK_LEVEL}
     checker = ItemChecker(spec, takes="an item", **constraints)
     if task_params is None:
@@ -83,9 +90,17 @@ def checked_items(module, key, item_spec, label, task_params=None, **constraints
         for index, item in enumerate(module.params[key] or []):
             # items are dicts: ansible-core's elements=dict check has refused anything else
             place = where(key, index, label(item))
+            try:
+                check_given(spec, item)
+            except NatsEdgeError as exc:
+                raise ItemError("%s: %s" % (place, exc)) from exc
             params = dict(task_params)
             params.update(checker.check(place, item))
+            if kind is not None:
+                check_kind(kind, place, params)
             items.append((place, params))
+        if kind is not None:
+            refuse_duplicates(key, [params for _place, params in items], kind.identity, label)
     except ItemError as exc:
         exc.result.update(changed=False, item_results=[])
         raise
@@ -93,6 +108,78 @@ def checked_items(module, key, item_spec, label, task_params=None, **constraints
         # an item's secrets stay out of the output, also out of the message naming a bad item
         module.no_log_values.update(checker.no_log_values)
     return items
+
+
+def check_kind(kind, place, params):
+    """``kind.check_item(params)``, its error named as the kind's converge names it and prefixed with ``place``."""
+    try:
+        kind.check_item(params)
+    except NatsEdgeError as exc:
+        named = kind.named(params)
+        raise ItemError("%s: %s%s" % (place, "%s: " % named if named else "", exc)) from exc
+
+
+def refuse_duplicates(key, items, identity, label=None):
+    """Refuse, as ItemError naming both, an item of the list ``key`` that is the same as an earlier one by
+    ``identity(item)`` (a list of keys, any one shared is the same): ``accounts[3] (APP): listed twice, first at
+    accounts[0]``. Listed twice, two items would undo each other on every run, so the list never converges."""
+    seen = {}
+    for index, item in enumerate(items):
+        for same in identity(item):
+            if same in seen:
+                raise ItemError("%s: listed twice, first at %s" % (
+                    where(key, index, label(item) if label else None), where(key, seen[same])))
+        for same in identity(item):
+            seen.setdefault(same, index)
+
+
+def store_accounts(params):
+    """(the store's account names, the name of its operator's system account or None) - nothing while the operator
+    is not in the store - read under the store's shared lock."""
+    store = Store(params["store_dir"], params["keys_dir"], params["operator"])
+    with directory_lock(store.store_dir, params["lock_timeout"], shared=True, create=False):
+        if not store.has_operator():
+            return set(), None
+        _token, op_claims = store.read_operator()
+        return set(store.accounts()), system_account_name(store, op_claims)
+
+
+def check_references(in_store, system_accounts, accounts=(), users=(), exports=()):
+    """Refuse, as ItemError naming the item, what would fail only once earlier items are written: an account item
+    removing a system account (``system_accounts``: its names); a user or export naming an account that is neither in
+    the store (``in_store``: its account names) nor made by an item of ``accounts`` (nor a system account), or that
+    an item of ``accounts`` removes. Lists of ``(where, params)``, as checked_items returns them."""
+    removed, made = {}, set(name for name in system_accounts if name)
+    for place, params in accounts:
+        if params.get("state") == "absent":
+            if params["name"] in system_accounts:
+                raise ItemError("%s: account %r of operator %r: it is the operator's system account; it is not removed "
+                                "(every server of the operator is configured with its key)" % (
+                                    place, params["name"], params.get("operator")))
+            removed.setdefault(params["name"], place)
+        else:
+            made.add(params["name"])
+    known = (set(in_store) | made) - set(removed)
+
+    def refer(place, what, role, name):
+        if name in removed:
+            raise ItemError("%s: %s: %saccount %r is removed by %s" % (place, what, role, name, removed[name]))
+        if name not in known:
+            raise ItemError("%s: %s: %saccount %r is not in the store, nor made by an item of accounts" % (
+                place, what, role, name))
+
+    for place, params in users:
+        refer(place, "user %r of account %r" % (params["name"], params["account"]), "", params["account"])
+    for place, params in exports:
+        share = params.get("share_stream")
+        what = "operator %r" % params.get("operator")
+        if share:
+            for role in ("from_account", "to_account"):
+                refer(place, what, "share_stream.%s: " % role, share[role])
+            continue
+        refer(place, what, "", params["account"])
+        for index, importer in enumerate(params.get("importers") or []):
+            refer(place, what, "importers[%d]: " % index, importer["account"])
 
 
 def converge_items(module, items, converge):
@@ -108,10 +195,18 @@ def converge_items(module, items, converge):
     return results
 
 
-def run(module, key, item_spec, converge, label, **constraints):
+def run(module, key, item_spec, converge, label, kind=None, **constraints):
     """Converge ``module.params[key]`` with ``converge(run)``: the module's result (``changed``,
     ``item_results``, ``diff`` in diff mode), or ItemError or ItemFailed carrying it."""
-    items = checked_items(module, key, item_spec, label, **constraints)
+    items = checked_items(module, key, item_spec, label, kind=kind, **constraints)
+    if kind is not None and items:
+        # what only fails once earlier items are written is refused before the first is converged
+        try:
+            in_store, system = store_accounts(module.params)
+            check_references(in_store, [system], **{key: items})
+        except ItemError as exc:
+            exc.result.update(changed=False, item_results=[])
+            raise
     try:
         results = converge_items(module, items, converge)
     except ItemFailed as exc:
@@ -120,7 +215,7 @@ def run(module, key, item_spec, converge, label, **constraints):
     return summary(results, module._diff)
 
 
-def task(module, converge, key=None, item_spec=None, label=None, push=False, **constraints):
+def task(module, converge, key=None, item_spec=None, label=None, push=False, kind=None, **constraints):
     """An nsc module's run once its options are parsed: the nkeys library, the keys directory's mode, nats-py
     when the run pushes, then the bulk form (``module.params[key]`` set) or the single one. The module's result,
     or a NatsEdgeError carrying it; the module's main() exits or fails with it."""
@@ -130,7 +225,7 @@ def task(module, converge, key=None, item_spec=None, label=None, push=False, **c
     if push:
         require_nats_py(module.params)
     if key and module.params[key] is not None:
-        return run(module, key, item_spec, converge, label, **constraints)
+        return run(module, key, item_spec, converge, label, kind=kind, **constraints)
     return converge(Run.of(module))
 
 
@@ -138,5 +233,12 @@ def summary(results, diff):
     """The bulk form's result of the items' ``results``: changed if any changed; their diffs as one list."""
     out = dict(changed=any(result.get("changed") for result in results), item_results=results)
     if diff:
-        out["diff"] = [result.pop("diff") for result in results if "diff" in result]
+        out["diff"] = changed_diffs(results)
     return out
+
+
+def changed_diffs(results):
+    """The diffs of ``results`` (taken out of them) that show a change: one whose before and after are the same
+    claims is left out, so diff mode lists only what changed."""
+    diffs = [result.pop("diff") for result in results if "diff" in result]
+    return [one for one in diffs if not isinstance(one, dict) or one.get("before") != one.get("after")]

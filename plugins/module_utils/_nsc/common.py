@@ -50,10 +50,143 @@ JETSTREAM_LIMITS = {"disk_storage": "disk_storage", "mem_storage": "mem_storage"
 SIZE_LIMITS = {"disk_storage", "mem_storage", "data", "payload"}
 ACCOUNT_LIMITS = ("conn", "leaf", "subs", "data", "payload", "imports", "exports")
 
+# The largest number a server reads in a limit, an expiry or a duration (a Go int64): a larger one is refused
+# by every server, for ever.
+INT64_MAX = 2**63 - 1
+# The largest resp.max: a Go int, 32 bits on the fleet's 32-bit ARM devices.
+RESP_MAX = 2**31 - 1
+
 # Claims a module decides; every other claim of a JWT already in the store
 # (exports added with nsc, tags, ...) is kept as it is.
 ACCOUNT_MANAGED = {"limits", "signing_keys", "default_permissions", "type", "version"}
 OPERATOR_MANAGED = {"signing_keys", "system_account", "type", "version"}
+
+
+# --------------------------------------------------------------------------
+# options as given
+
+
+def given_params():
+    """The task's options as the controller sent them, before ansible-core converted them, once a module has read
+    them ({} before, or when they cannot be read). ansible-core turns ``operator: true`` into the name 'True'
+    without a word, and trips over ``jetstream: true`` (an option with suboptions) with a TypeError of its own, so
+    what it would coerce is checked on them (build_module)."""
+    from ansible.module_utils import basic
+    if getattr(basic, "_ANSIBLE_ARGS", None) is None:
+        return {}  # never read the arguments here: a module reads them first
+    try:
+        params = basic._load_params()
+    except Exception:  # pylint: disable=broad-except
+        return {}
+    return params if isinstance(params, dict) else {}
+
+
+def _text(value):
+    """A value as a message shows it: booleans as YAML writes them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def _hint(name, option):
+    if name == "jetstream":
+        return JETSTREAM_HINT
+    return "write a mapping of %s" % ", ".join(sorted(option["options"]))
+
+
+def _shape(where, name, option, value):
+    """The first problem of one option's value as given (see check_given), or None."""
+    kind = option.get("type", "str")
+    if value is None or kind == "raw":
+        return None
+    if isinstance(value, bool) and kind in ("str", "path", "int", "float", "list", "dict"):
+        text = "true" if value else "false"
+        if kind in ("str", "path"):
+            return ("%s: %s is a boolean, not text (YAML reads an unquoted true, false, yes, no, on or off as one); "
+                    "quote it ('%s') if you mean it as text" % (where, text, text))
+        if kind == "dict" and option.get("options"):
+            return "%s: %s is not a mapping; %s" % (where, text, _hint(name, option))
+        return "%s: %s is a boolean, not a %s" % (where, text, {"int": "number", "float": "number"}.get(kind, kind))
+    if kind in ("str", "path") and isinstance(value, (list, dict)):
+        return "%s: %r is a %s, not text" % (where, value, "list" if isinstance(value, list) else "mapping")
+    if kind == "dict" and option.get("options"):
+        if isinstance(value, str):
+            return None  # ansible-core reads JSON or key=value text, and words its own error
+        if not isinstance(value, dict):
+            return "%s: %s is not a mapping; %s" % (where, _text(value), _hint(name, option))
+        return _shapes(option["options"], value, where + ".")
+    if kind == "list" and option.get("elements") in ("str", "dict"):
+        if isinstance(value, (str, dict)) or not isinstance(value, (list, tuple)):
+            return None if option.get("elements") == "str" and isinstance(value, str) else (
+                "%s: %r is not a list" % (where, value))
+        for index, element in enumerate(value):
+            at = "%s[%d]" % (where, index)
+            if option["elements"] == "str" and isinstance(element, bool):
+                return _shape(at, name, dict(type="str"), element)
+            if option["elements"] == "dict" and option.get("options") and not isinstance(element, str):
+                if not isinstance(element, dict):
+                    return "%s: %s is not a mapping; %s" % (at, _text(element), _hint(name, option))
+                problem = _shapes(option["options"], element, at + ".")
+                if problem:
+                    return problem
+    return None
+
+
+def _shapes(spec, params, prefix=""):
+    for name, option in spec.items():
+        for key in [name] + list(option.get("aliases") or []):
+            if key in params:
+                problem = _shape(prefix + key, name, option, params[key])
+                if problem:
+                    return problem
+    return None
+
+
+def check_given(spec, params):
+    """Refuse, as StoreError naming the option, a value of ``params`` (as given, before ansible-core converts it)
+    that ansible-core would silently coerce or trip over: a boolean, list or mapping given to a text option
+    (``operator: true``, which would become the name 'True'), a boolean given to a number or a list, anything but a
+    mapping given to an option with suboptions (``jetstream: true``), an item of such a list that is not a mapping.
+    The nsc modules run it on their options as given (build_module), and on every list item before its
+    kind's spec (``bulk.checked_items``); the fleet's preflight runs it on an item before ItemChecker.check."""
+    problem = _shapes(spec, params or {})
+    if problem:
+        raise StoreError(problem)
+    return params
+
+
+def build_module(build, spec):
+    """(module, error): ``build(spec)``, the module, and the StoreError check_given raises for the task's options as
+    given (None when they are fine); a module's main() fails with it. When ansible-core trips over an option
+    (``jetstream: true``), the module is built with ``lenient(spec)`` so that it can fail with the named error."""
+    try:
+        module = build(spec)
+    except TypeError:
+        module = build(lenient(spec))
+        error = _given_error(spec)
+        if error is None:
+            raise
+        return module, error
+    return module, _given_error(spec)
+
+
+def _given_error(spec):
+    try:
+        check_given(spec, given_params())
+    except StoreError as exc:
+        return exc
+    return None
+
+
+def lenient(spec):
+    """``spec`` with every option taking any value (type raw, no suboptions), so that a module whose options
+    check_given refused can be built and fail with that message instead of ansible-core's."""
+    out = {}
+    for name, option in spec.items():
+        option = {key: value for key, value in option.items() if key not in ("options", "elements", "choices")}
+        option["type"] = "raw"
+        out[name] = option
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -62,18 +195,37 @@ OPERATOR_MANAGED = {"signing_keys", "system_account", "type", "version"}
 
 def _size_or_count(what, key, value):
     try:
+        if isinstance(value, bool):
+            raise ValueError("%r is not a %s" % (value, "size" if key in SIZE_LIMITS else "number"))
         if key in SIZE_LIMITS:
-            return size_bytes(value)
-        number = int(value)
-        if number < -1:
-            raise ValueError("%r: use -1 for unlimited" % (value,))
+            number = size_bytes(value)
+        else:
+            number = int(value)
+            if number < -1:
+                raise ValueError("%r: use -1 for unlimited" % (value,))
+        if number > INT64_MAX:
+            raise ValueError("%r is larger than any server reads (at most %d; -1 is unlimited)" % (value, INT64_MAX))
         return number
     except (TypeError, ValueError) as exc:
         raise StoreError("%s.%s: %s" % (what, key, exc)) from exc
 
 
+def _limits_mapping(what, options, keys, hint):
+    if options is not None and not isinstance(options, dict):
+        raise StoreError("%s: %s is not a mapping of limits; %s" % (what, _text(options), hint))
+    unknown = sorted(set(options or {}) - set(keys))
+    if unknown:
+        raise StoreError("%s: unknown limit%s %s; it takes %s" % (
+            what, "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(keys)))
+
+
+JETSTREAM_HINT = ("write jetstream: {} for JetStream without limits, a mapping of disk_storage, mem_storage, streams "
+                  "and consumers to limit it (jetstream: {disk_storage: 1GiB}), or leave jetstream out to disable it")
+
+
 def jetstream_limits(options):
     """Account JetStream limits from the module option; None disables JetStream."""
+    _limits_mapping("jetstream", options, JETSTREAM_LIMITS, JETSTREAM_HINT)
     if options is None:
         return None
     limits = {}
@@ -84,6 +236,8 @@ def jetstream_limits(options):
 
 
 def account_limits(options):
+    _limits_mapping("limits", options, ACCOUNT_LIMITS,
+                    "write a mapping of %s (limits: {conn: 100}), or leave limits out for none" % ", ".join(ACCOUNT_LIMITS))
     limits = {}
     for key in ACCOUNT_LIMITS:
         value = (options or {}).get(key)
@@ -118,25 +272,64 @@ def permissions(options, what):
                 result[direction][rule] = checked
     resp = (options or {}).get("resp")
     if resp:
-        try:
-            result["resp"] = {"max": int(resp.get("max") if resp.get("max") is not None else 1),
-                              "ttl": duration_ns(resp.get("ttl") if resp.get("ttl") is not None else 0)}
-        except (TypeError, ValueError) as exc:
-            raise StoreError("%s.resp: %s" % (what, exc)) from exc
+        result["resp"] = {"max": response_max(resp.get("max"), what), "ttl": _resp_ttl(resp.get("ttl"), what)}
     return result
 
 
+def response_max(value, what):
+    """resp.max as a server reads it: replies allowed per request, 1 or more, or -1 for no limit."""
+    if value is None:
+        return 1
+    try:
+        if isinstance(value, bool):
+            raise ValueError("%r is not a number" % (value,))
+        number = int(value)
+    except (TypeError, ValueError) as exc:
+        raise StoreError("%s.resp.max: %s" % (what, exc)) from exc
+    if number == 0 or number < -1:
+        raise StoreError("%s.resp.max: %r: use the number of replies allowed per request (1 or more), or -1 for "
+                         "no limit" % (what, value))
+    if number > RESP_MAX:
+        raise StoreError("%s.resp.max: %r is larger than every server reads (at most %d; -1 is no limit)"
+                         % (what, value, RESP_MAX))
+    return number
+
+
+def _resp_ttl(value, what):
+    try:
+        return duration_ns(value if value is not None else 0)
+    except (TypeError, ValueError) as exc:
+        raise StoreError("%s.resp: %s" % (what, exc)) from exc
+
+
+EXPIRES_HINT = ("give epoch seconds or an RFC 3339 time such as '2030-01-01T00:00:00Z', or leave expires out "
+                "(or 0) for a JWT that never expires")
+
+
 def expiry(value):
-    """Epoch seconds from an epoch number or an RFC 3339 time; None for no expiry."""
+    """Epoch seconds from an epoch number or an RFC 3339 time; None for no expiry (left out, '' or 0, as nsc and
+    the JWT read 0)."""
     if value is None or value == "":
         return None
-    if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
-        return int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise StoreError("expires: %s is not a time; %s" % (
+            ("true" if value else "false") if isinstance(value, bool) else repr(value), EXPIRES_HINT))
+    if isinstance(value, int) or value.strip().lstrip("-").isdigit():
+        seconds = int(value)
+        if seconds < 0:
+            raise StoreError("expires: %r is before 1970; %s" % (value, EXPIRES_HINT))
+        if seconds > INT64_MAX:
+            raise StoreError("expires: %r is later than any server reads (at most %d epoch seconds)"
+                             % (value, INT64_MAX))
+        return seconds or None
     try:
         text = canonical_time(value)
     except ValueError as exc:
         raise StoreError("expires: %s" % exc) from exc
-    return calendar.timegm(time.strptime(text.split(".")[0].rstrip("Z"), "%Y-%m-%dT%H:%M:%S"))
+    seconds = calendar.timegm(time.strptime(text.split(".")[0].rstrip("Z"), "%Y-%m-%dT%H:%M:%S"))
+    if seconds <= 0:
+        raise StoreError("expires: %r is not after 1970; %s" % (value, EXPIRES_HINT))
+    return seconds
 
 
 def merged(existing, desired, managed):

@@ -13,7 +13,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import Nat
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import export_claims as graph
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient, NatsClientError
-from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, StoreError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, StoreError, valid_name
 
 ARGUMENT_SPEC = dict(
     nsc.STORE_ARGSPEC,
@@ -154,6 +154,81 @@ CONSTRAINTS = dict(required_one_of=[["subject", "share_stream"]],
                    required_by={"subject": ["account"]})
 
 
+def identity(params):
+    """What makes two items of a list of exports the same export (listed twice, they would fight on every run):
+    a share of one stream from one account to another to copy it (a source and a mirror take the same exports), or
+    to read one durable of it; an export of an account by its name, and by its subject."""
+    share = params.get("share_stream")
+    if share:
+        kind = share.get("kind") or "source"
+        what = ("consumer", share.get("durable")) if kind == "consumer" else ("copy",)
+        return [("share", share.get("stream"), share.get("from_account"), share.get("to_account")) + what]
+    return [("name", params.get("account"), params.get("name") or params.get("subject")),
+            ("subject", params.get("account"), params.get("subject"), params.get("type") or "stream")]
+
+
+def named(params):
+    """How converge's errors name the export's operator."""
+    return "operator %r" % params.get("operator") if params.get("operator") else ""
+
+
+# any account's public key, for checking claims before the store is read (an account token's place gets it)
+_SOME_ACCOUNT = "A" * 56
+
+
+def check_item(params):
+    """Every check of one export's options that needs no store - the accounts' names, the subjects (the export's,
+    each importer's, local subjects and their wildcards), response_type, account_token_position, a share's stream,
+    kind, durable and prefixes, an account importing its own export, an importer listed twice - as StoreError
+    naming the export and the option; ``params`` back. nsc_export (each item of ``exports`` too) and nsc_store run
+    it before the first file is written; the fleet's preflight runs it on each of nats_exports (ItemChecker's
+    ``then``)."""
+    share = params.get("share_stream")
+    if share:
+        where = "share_stream of %r from %r to %r" % (
+            share.get("stream"), share.get("from_account"), share.get("to_account"))
+        for role in ("from_account", "to_account"):
+            try:
+                valid_name("account", share.get(role))
+            except StoreError as exc:
+                raise StoreError("%s: %s: %s" % (where, role, exc)) from exc
+        graph.share_edges(share, {share["from_account"]: _SOME_ACCOUNT, share["to_account"]: "B" * 56})
+        return params
+    account = params.get("account")
+    where = "export %r of account %r" % (params.get("name") or params.get("subject"), account)
+    try:
+        valid_name("account", account)
+    except StoreError as exc:
+        raise StoreError("%s: %s" % (where, exc)) from exc
+    export = graph.export_claim(params.get("name"), params.get("subject"), params.get("type") or "stream",
+                                public=params.get("public", True), response_type=params.get("response_type"),
+                                account_token_position=params.get("account_token_position"),
+                                description=params.get("description"), where=where)
+    seen = {}
+    for index, importer in enumerate(params.get("importers") or []):
+        at = "%s: importers[%d]" % (where, index)
+        try:
+            valid_name("account", importer.get("account"))
+        except StoreError as exc:
+            raise StoreError("%s: %s" % (at, exc)) from exc
+        if importer["account"] == account:
+            raise StoreError("%s: account %r cannot import its own export" % (at, account))
+        subject = importer.get("subject")
+        key = (importer["account"], subject, importer.get("local_subject"))
+        if key in seen:
+            raise StoreError("%s: account %r imports it twice, first at importers[%d]" % (
+                at, importer["account"], seen[key]))
+        seen[key] = index
+        # with an account token, an importer's subject holds its account's key: check the rest of it here
+        position = export.get("account_token_position")
+        public = _SOME_ACCOUNT
+        if position and subject and len(subject.split(".")) >= position:
+            public = subject.split(".")[position - 1]
+        graph.import_claim(export, public, subject=subject, local_subject=importer.get("local_subject"),
+                           name=importer.get("name"), where=at)
+    return params
+
+
 def label(item):
     """How errors name an item of a list of exports."""
     share = item.get("share_stream")
@@ -168,6 +243,7 @@ def converge(run):
     p = run.params
     result, written = {}, False
     try:
+        check_item(p)
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
         with store.locked(p["lock_timeout"], create=False):
             result, op_claims, _accounts, tokens, new_tokens, edges = plan(run, store)

@@ -7,6 +7,8 @@ fleet's store run use it). Private to the collection.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
@@ -21,7 +23,47 @@ ARGUMENT_SPEC = dict(
     account_server_url=dict(type="str"),
     system_account=dict(type="str", default="SYS"),
     system_user=dict(type="str", default="sys"),
+    replace_system_account=dict(type="bool", default=False),
 )
+
+SERVICE_URL_SCHEMES = ("nats", "tls")
+ACCOUNT_SERVER_URL_SCHEMES = ("http", "https", "nats", "tls")
+
+
+def _url(option, value, schemes, paths=True):
+    """``value`` if it is a URL of one of ``schemes`` with a host (and a port that is a number), else StoreError."""
+    example = "%s://hub-1:4222" % schemes[0] if not paths else "https://hub-1:9090/jwt/v1"
+    if not isinstance(value, str) or not value.strip():
+        raise StoreError("%s: %r is not a URL; write one such as %r" % (option, value, example))
+    try:
+        parts = urlsplit(value.strip())
+        port = parts.port  # a port that is not a number, or out of range, raises
+    except ValueError as exc:
+        raise StoreError("%s: %r is not a URL (%s); write one such as %r" % (option, value, exc, example)) from exc
+    if parts.scheme.lower() not in schemes or not parts.hostname or " " in value.strip() or port == 0:
+        raise StoreError("%s: %r is not a URL a server or nsc can use: write %s with a host, such as %r" % (
+            option, value, " or ".join("%s://" % scheme for scheme in schemes), example))
+    if parts.username or parts.password:
+        raise StoreError("%s: %r holds credentials; the operator JWT is not secret, so a URL in it cannot hold "
+                         "them" % (option, "%s://***@%s" % (parts.scheme, parts.netloc.rpartition("@")[2])))
+    if not paths and (parts.path not in ("", "/") or parts.query or parts.fragment):
+        raise StoreError("%s: %r has a path; a server URL is scheme, host and port only, such as %r" % (
+            option, value, example))
+    return value
+
+
+def check_options(params):
+    """Every check of the operator's options that needs no store - the operator's, system account's and system
+    user's names, service_urls (nats:// or tls:// URLs with a host) and account_server_url - as StoreError naming
+    the option; ``params`` back. nsc_operator and nsc_store run it before anything is read or written."""
+    valid_name("operator", params.get("operator"))
+    valid_name("system account", params.get("system_account"))
+    valid_name("system user", params.get("system_user"))
+    for index, url in enumerate(params.get("service_urls") or []):
+        _url("service_urls[%d]" % index, url, SERVICE_URL_SCHEMES, paths=False)
+    if params.get("account_server_url"):
+        _url("account_server_url", params["account_server_url"], ACCOUNT_SERVER_URL_SCHEMES)
+    return params
 
 
 def _key(store, public, kind, new_seeds):
@@ -59,6 +101,7 @@ def present(run, store):
     sys_name, sys_user = p["system_account"], p["system_user"]
     sys_token, sys_claims = store.read_account(sys_name)
     sys_pub = _key(store, sys_claims and sys_claims["sub"], "account", new_seeds)
+    replaced = replacement(store, op_claims, sys_name, sys_pub, sys_claims is None, p.get("replace_system_account"))
 
     op_nats = (op_claims or {}).get("nats", {})
     urls = p["service_urls"] if p["service_urls"] is not None else op_nats.get("operator_service_urls", [])
@@ -111,9 +154,39 @@ def present(run, store):
                   operator_jwt=op_token or "", system_account_id=sys_pub,
                   system_account_jwt=sys_token or "", system_account_jwt_path=store.account_jwt_path(sys_name),
                   sys_creds=store.creds_path(sys_name, sys_user), signing_keys=sorted(signing))
+    if replaced:
+        result["system_account_replaced"] = replaced
+        run.warn(replaced["msg"])
     if run.diff:
         result["diff"] = nsc.diff(op_claims, new_op_claims)
     return result
+
+
+def replacement(store, op_claims, name, public, new, replace):
+    """What replacing the operator's system account with account ``name`` (key ``public``, ``new`` when this run
+    makes it) means, as {previous, previous_id, name, account_id, msg}; None when it is the system account already
+    (or the operator has none yet). Without ``replace`` a replacement is refused: every server of the operator is
+    configured with the system account's key, so a typo in system_account would cut them all off."""
+    current = ((op_claims or {}).get("nats") or {}).get("system_account")
+    if not current or current == public:
+        return None
+    previous = nsc.system_account_name(store, op_claims)
+    was = "%r (%s)" % (previous, current) if previous else "%s (no account of the store has that key any more)" % (
+        current,)
+    becomes = "%s account %r (%s)" % ("a new" if new else "the", name, public if not new else "a new key")
+    if not replace:
+        instead = ("else name the system account %r" % previous if previous else
+                   "else bring the system account's JWT back into the store (accounts/<name>/<name>.jwt, issued to %s)"
+                   % current)
+        raise StoreError(
+            "system_account %r is not the operator's system account, which is %s: this run would make %s the system "
+            "account, and every server of the operator would have to be reconfigured with it and restarted. If "
+            "that is what you want, set replace_system_account=true; %s" % (name, was, becomes, instead))
+    return dict(previous=previous, previous_id=current, name=name, account_id=public, msg=(
+        "operator %r: the system account is now %r (%s), replacing %s. Every server of the operator must be "
+        "reconfigured with system_account %s (the new system account's public key) and with its JWT, and "
+        "restarted; until then they keep the old one, and refuse the pushes of %r's users (nsc_account push)" % (
+            store.operator, name, public, was, public, name)))
 
 
 def _maybe_seed(store, public, new_seeds):
@@ -139,8 +212,7 @@ def converge(run):
     nsc.ConvergeFailed."""
     p = run.params
     try:
-        valid_name("system account", p["system_account"])
-        valid_name("system user", p["system_user"])
+        check_options(p)
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
         with store.locked(p["lock_timeout"], create=not run.check_mode):
             return absent(run, store) if p["state"] == "absent" else present(run, store)

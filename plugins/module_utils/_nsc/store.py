@@ -109,11 +109,21 @@ def read_text(path):
         return None
 
 
+# directories this process holds an exclusive lock on: a run that holds it for all its parts (nsc_store) lets
+# each part take it again without waiting for itself
+_HELD = {}
+
+
 @contextlib.contextmanager
 def directory_lock(path, timeout=DEFAULT_LOCK_TIMEOUT, shared=False, create=True):
     """Hold an advisory lock (flock) on the directory ``path``. A missing
     directory is created 0700 when ``create``, else nothing is locked: a
-    store that does not exist has nothing to keep consistent yet."""
+    store that does not exist has nothing to keep consistent yet. Within an
+    exclusive lock this process holds on ``path``, the lock is taken again at
+    once."""
+    if _HELD.get(os.path.realpath(path)):
+        yield
+        return
     if not os.path.isdir(path):
         if not create:
             yield
@@ -134,9 +144,79 @@ def directory_lock(path, timeout=DEFAULT_LOCK_TIMEOUT, shared=False, create=True
                     raise StoreError("the store %s stayed locked by another run for %ss (lock_timeout); nothing "
                                      "was changed. Is another play writing to it?" % (path, timeout)) from exc
                 time.sleep(0.02)
-        yield
+        held = os.path.realpath(path)
+        if not shared:
+            _HELD[held] = _HELD.get(held, 0) + 1
+        try:
+            yield
+        finally:
+            if not shared:
+                _HELD[held] -= 1
     finally:
         os.close(handle)
+
+
+# seeds written by this process since the store was snapshot: (path, directories the write made), undone by a
+# rollback (seeds of other operators may share the key store, so only these go)
+_NEW_SEEDS = []
+
+
+class Snapshot(object):
+    """The operator's part of a store as it was - its JWTs and marker, its creds - kept beside it, so that a run
+    of many parts (nsc_store) can put it back byte for byte when a part fails after others wrote (``restore``), or
+    drop the copy once all succeeded (``drop``). Seeds the run wrote new are removed by ``restore`` too; seeds are
+    only ever added. Take it under the store's exclusive lock."""
+
+    def __init__(self, store, made=()):
+        """``made``: directories the run made before the snapshot (the store directory, to lock it), removed by
+        ``restore`` when they are empty."""
+        self.store = store
+        self.parts = [(store.root, os.path.join(store.store_dir, ".%s.before-run" % store.operator)),
+                      (os.path.join(store.keys_dir, "creds", store.operator),
+                       os.path.join(store.keys_dir, "creds", ".%s.before-run" % store.operator))]
+        self.existed = {}
+        self.made = list(made)  # directories that did not exist (the store's, the key store's)
+        for directory in (store.store_dir, store.keys_dir):
+            missing = directory
+            while missing and not os.path.isdir(missing):
+                self.made.append(missing)
+                missing = os.path.dirname(missing)
+        for path, copy in self.parts:
+            if os.path.lexists(copy):
+                shutil.rmtree(copy)  # left by a run that was killed
+            self.existed[path] = os.path.isdir(path)
+            parent = os.path.dirname(path)
+            while parent and not os.path.isdir(parent) and parent not in self.made:
+                self.made.insert(0, parent)  # deeper than the store's and key store's own
+                parent = os.path.dirname(parent)
+            if self.existed[path]:
+                shutil.copytree(path, copy, symlinks=True)
+        del _NEW_SEEDS[:]
+
+    def restore(self):
+        """The store as it was when the snapshot was taken."""
+        for path, copy in self.parts:
+            if os.path.lexists(path):
+                shutil.rmtree(path)
+            if self.existed[path]:
+                os.rename(copy, path)
+        while _NEW_SEEDS:
+            path, made = _NEW_SEEDS.pop()
+            if os.path.exists(path):
+                os.unlink(path)
+            for directory in made:
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)
+        for directory in self.made:
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+
+    def drop(self):
+        """Keep what the run wrote: the copy goes."""
+        for _path, copy in self.parts:
+            if os.path.lexists(copy):
+                shutil.rmtree(copy)
+        del _NEW_SEEDS[:]
 
 
 class Store(object):
@@ -338,7 +418,14 @@ class Store(object):
 
     def write_seed(self, seed):
         seed = seed if isinstance(seed, bytes) else seed.encode()
-        atomic_write(self.key_path(jwt.public_key(seed)), seed)
+        path = self.key_path(jwt.public_key(seed))
+        if not os.path.exists(path):
+            made, directory = [], os.path.dirname(path)
+            while directory and not os.path.isdir(directory):
+                made.append(directory)
+                directory = os.path.dirname(directory)
+            _NEW_SEEDS.append((path, made))
+        atomic_write(path, seed)
 
     def write_creds(self, account, user, text):
         atomic_write(self.creds_path(account, user), text)

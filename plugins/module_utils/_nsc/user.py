@@ -42,6 +42,36 @@ def label(item):
     return "%s/%s" % (item.get("account"), item.get("name"))
 
 
+def identity(params):
+    """What makes two items of a list of users the same user (listed twice, they would fight on every run)."""
+    return [(params.get("account"), params.get("name"))]
+
+
+def named(params):
+    """How converge's errors name the user: ``user 'web' of account 'APP'``."""
+    return "user %r of account %r" % (params.get("name"), params.get("account"))
+
+
+def check_item(params):
+    """Every check of one user's options that needs no store - the account's and its own name, permissions
+    (subjects, resp), expires (a time after 1970 that a server reads), expires_in and renew_before - as StoreError
+    naming the option; ``params`` back. nsc_user (each item of ``users`` too) and nsc_store run it before the first
+    file is written; the fleet's preflight runs it on each user of nats_accounts (ItemChecker's ``then``; there an
+    item has no ``account``, the account it is listed under)."""
+    if "account" in params:
+        valid_name("account", params["account"])
+    valid_name("user", params.get("name"))
+    if params.get("state", "present") != "present":
+        return params
+    nsc.permissions(params.get("permissions"), "permissions")
+    if params.get("expires") is not None and params.get("expires_in") is not None:
+        raise StoreError("expires and expires_in cannot be combined: expires is a fixed time, expires_in a lifetime "
+                         "from each issue")
+    nsc.expiry(params.get("expires"))
+    lifetime(params)
+    return params
+
+
 def _seconds(value, option):
     try:
         return duration_ns(value) // 10**9
@@ -51,15 +81,16 @@ def _seconds(value, option):
 
 def lifetime(params):
     """(seconds a JWT lives, seconds before expiry it is renewed), either may be None."""
-    life = _seconds(params["expires_in"], "expires_in") if params["expires_in"] is not None else None
-    renew = _seconds(params["renew_before"], "renew_before") if params["renew_before"] is not None else None
+    expires_in, renew_before = params.get("expires_in"), params.get("renew_before")
+    life = _seconds(expires_in, "expires_in") if expires_in is not None else None
+    renew = _seconds(renew_before, "renew_before") if renew_before is not None else None
     if life is not None and life <= 0:
-        raise StoreError("expires_in: %r must be longer than 0" % params["expires_in"])
+        raise StoreError("expires_in: %r must be longer than 0" % (expires_in,))
     if renew is not None and life is None:
         raise StoreError("renew_before needs expires_in: a JWT with a fixed expiry cannot get a fresh one")
     if renew is not None and renew >= life:
         raise StoreError("renew_before (%s) is not shorter than the user's lifetime, expires_in (%s): every run "
-                         "would renew it" % (params["renew_before"], params["expires_in"]))
+                         "would renew it" % (renew_before, expires_in))
     return life, renew
 
 
@@ -209,8 +240,7 @@ def converge(run):
     p = run.params
     user, written = None, False
     try:
-        valid_name("account", p["account"])
-        valid_name("user", p["name"])
+        check_item(p)
         store = Store(p["store_dir"], p["keys_dir"], p["operator"])
         with store.locked(p["lock_timeout"], create=False):
             user = UserRun(run, store)
@@ -229,7 +259,7 @@ def converge(run):
         result["changed"] = written or bool(result.get("pushed"))
         again = "; the store holds the revocation and the next run pushes it again" if (
             written and isinstance(exc, (nsc.PushFailed, NatsClientError))) else ""
-        raise nsc.ConvergeFailed("user %r of account %r: %s%s" % (p["name"], p["account"], exc, again), **result) from exc
+        raise nsc.ConvergeFailed("%s: %s%s" % (named(p), exc, again), **result) from exc
     if user.result["account_jwt_changed"] and not p["push"]:
         run.warn("user %r of account %r: the account JWT changed (%s); servers enforce it only once it is pushed "
                  "(push: true, or nsc_account with push)" % (p["name"], p["account"], "revoked " + ", ".join(

@@ -1,8 +1,10 @@
 """Claims built from module options, the re-sign decision, and the docs of the nsc modules."""
 
 import pytest
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import account, export, operator, user
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import StoreError
 
@@ -163,3 +165,99 @@ def test_push_account_sends_again_until_every_expected_server_confirmed():
     _pushed, unconfirmed, _read = nsc.push_account(servers, account, token, 5.0, expected=3, sleep=pauses.append)
     assert len(servers.sent) == nsc.CONFIRM_ROUNDS
     assert unconfirmed == ["edge1 (up, never answered)", "(1 of 3 servers never answered)"]
+
+
+# -- values as given ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec, given, message", [
+    (operator.ARGUMENT_SPEC, {"operator": True}, "operator: true is a boolean, not text"),
+    (operator.ARGUMENT_SPEC, {"name": False}, "name: false is a boolean, not text"),
+    (operator.ARGUMENT_SPEC, {"operator": "fleet", "system_account": ["SYS"]}, "system_account: ['SYS'] is a list"),
+    (operator.ARGUMENT_SPEC, {"operator": "fleet", "service_urls": [True]}, "service_urls[0]: true is a boolean"),
+    (account.ARGUMENT_SPEC, {"name": "APP", "jetstream": True},
+     "jetstream: true is not a mapping; write jetstream: {} for JetStream without limits"),
+    (account.ARGUMENT_SPEC, {"name": "APP", "jetstream": 5}, "jetstream: 5 is not a mapping"),
+    (account.ARGUMENT_SPEC, {"name": "APP", "limits": {"conn": True}}, "limits.conn: true is a boolean, not a number"),
+    (account.ARGUMENT_SPEC, {"name": "APP", "default_permissions": {"pub": True}},
+     "default_permissions.pub: true is not a mapping; write a mapping of allow, deny"),
+    (user.ARGUMENT_SPEC, {"account": "APP", "name": "u", "permissions": {"sub": {"allow": ["a", True]}}},
+     "permissions.sub.allow[1]: true is a boolean, not text"),
+    (export.ARGUMENT_SPEC, {"account": "APP", "subject": "a", "importers": [True]},
+     "importers[0]: true is not a mapping"),
+    (export.ARGUMENT_SPEC, {"share_stream": True}, "share_stream: true is not a mapping"),
+])
+def test_what_ansible_core_would_coerce_or_trip_over_is_refused_by_name(spec, given, message):
+    with pytest.raises(StoreError) as caught:
+        nsc.check_given(spec, given)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_fine_values_pass_as_given():
+    assert nsc.check_given(account.ARGUMENT_SPEC, {"name": "2024", "jetstream": {}, "limits": {"conn": 5}}) is not None
+    nsc.check_given(account.ARGUMENT_SPEC, {"name": "APP", "jetstream": '{"streams": 3}'})  # ansible-core parses it
+    nsc.check_given(user.ARGUMENT_SPEC, {"account": "APP", "name": "u", "expires": True})  # raw: its own check
+    nsc.check_given(export.ARGUMENT_SPEC, {"account": "APP", "subject": "a", "importers": [{"account": "B"}]})
+
+
+def test_a_lenient_spec_takes_anything_and_keeps_the_rest():
+    spec = nsc.lenient(account.ARGUMENT_SPEC)
+    assert spec["jetstream"] == {"type": "raw"} and spec["state"] == {"type": "raw", "default": "present"}
+    assert spec["operator"]["required"] and spec["store_dir"]["fallback"]
+    result = ArgumentSpecValidator(spec).validate({"operator": "fleet", "name": "APP", "jetstream": True})
+    assert not result.error_messages and result.validated_parameters["jetstream"] is True
+
+
+# -- values the claims cannot carry -------------------------------------------------------------------------------
+
+
+def test_limits_above_int64_are_refused():
+    assert nsc.account_limits({"conn": 2**63 - 1, "data": "1GiB"}) == {"conn": 2**63 - 1, "data": 1024**3}
+    with pytest.raises(StoreError, match=r"^limits.conn: 9223372036854775808 is larger than any server reads"):
+        nsc.account_limits({"conn": 2**63})
+    with pytest.raises(StoreError, match=r"^jetstream.disk_storage: '99999999T' is larger than any server reads"):
+        nsc.jetstream_limits({"disk_storage": "99999999T"})
+    with pytest.raises(StoreError, match=r"^limits: unknown limit connections; it takes conn, leaf"):
+        nsc.account_limits({"connections": 5})
+
+
+def test_jetstream_true_says_what_to_write():
+    with pytest.raises(StoreError) as caught:
+        nsc.jetstream_limits(True)
+    assert str(caught.value) == "jetstream: true is not a mapping of limits; " + nsc.JETSTREAM_HINT
+    assert nsc.jetstream_limits({}) == {"disk_storage": -1, "mem_storage": -1, "streams": -1, "consumer": -1}
+    assert nsc.jetstream_limits(None) is None
+
+
+@pytest.mark.parametrize("value, expected", [
+    (None, None), ("", None), (0, None), ("0", None), (1893456000, 1893456000), ("1893456000", 1893456000),
+    ("2030-01-01T00:00:00Z", 1893456000), (2**63 - 1, 2**63 - 1)])
+def test_expiries_read_as_a_server_does(value, expected):
+    assert nsc.expiry(value) == expected
+
+
+@pytest.mark.parametrize("value, message", [
+    (True, "expires: true is not a time; give epoch seconds or an RFC 3339 time"),
+    (False, "expires: false is not a time"),
+    (1.5, "expires: 1.5 is not a time"),
+    (-5, "expires: -5 is before 1970"),
+    ("-5", "expires: '-5' is before 1970"),
+    (2**63, "expires: 9223372036854775808 is later than any server reads"),
+    ("1960-01-01T00:00:00Z", "expires: '1960-01-01T00:00:00Z' is not after 1970"),
+    ("tomorrow", "expires: 'tomorrow' is not a time")])
+def test_expiries_no_server_reads_are_refused(value, message):
+    with pytest.raises(StoreError) as caught:
+        nsc.expiry(value)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+@pytest.mark.parametrize("value, message", [
+    (-5, "permissions.resp.max: -5: use the number of replies allowed per request (1 or more), or -1 for no limit"),
+    (0, "permissions.resp.max: 0: use the number of replies"),
+    (2**31, "permissions.resp.max: 2147483648 is larger than every server reads"),
+    ("lots", "permissions.resp.max: invalid literal")])
+def test_response_limits_no_server_uses_are_refused(value, message):
+    with pytest.raises(StoreError) as caught:
+        nsc.permissions({"resp": {"max": value}}, "permissions")
+    assert str(caught.value).startswith(message), str(caught.value)
+    assert nsc.permissions({"resp": {"max": -1, "ttl": "1s"}}, "p")["resp"] == {"max": -1, "ttl": 10**9}

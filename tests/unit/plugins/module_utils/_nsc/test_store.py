@@ -163,3 +163,64 @@ def test_remove_account_takes_users_and_creds_but_keeps_seeds(store):
 def test_malformed_names_are_refused(tmp_path, name):
     with pytest.raises(StoreError, match="operator name"):
         Store(str(tmp_path), str(tmp_path), name)
+
+
+def _files(*roots):
+    out = {}
+    for root in roots:
+        for directory, dirs, files in os.walk(root):
+            for name in dirs:
+                out[os.path.join(directory, name)] = ("dir", mode(os.path.join(directory, name)))
+            for name in files:
+                path = os.path.join(directory, name)
+                with open(path, "rb") as handle:
+                    out[path] = (handle.read(), mode(path))
+    return out
+
+
+def test_a_snapshot_puts_the_operators_files_back_byte_for_byte(store):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Snapshot
+    operator_in(store)
+    store.write_creds("SYS", "sys", "creds")
+    os.chmod(store.creds_path("SYS", "sys"), 0o400)
+    before = _files(store.store_dir, store.keys_dir)
+    snapshot = Snapshot(store)
+    seed = jwt.new_seed("account")
+    store.write_seed(seed)  # a new seed, in a directory of its own
+    store.write_account("NEW", "x.y.z")
+    store.write_creds("NEW", "u", "creds")
+    store.write_creds("SYS", "sys", "other")
+    snapshot.restore()
+    assert _files(store.store_dir, store.keys_dir) == before
+    assert not os.path.exists(store.key_path(jwt.public_key(seed)))
+
+    kept = Snapshot(store)
+    store.write_account("NEW", "x.y.z")
+    kept.drop()
+    assert os.path.exists(store.account_jwt_path("NEW"))
+    assert sorted(os.listdir(store.store_dir)) == ["OP"] and "creds" in os.listdir(store.keys_dir)
+    assert sorted(os.listdir(os.path.join(store.keys_dir, "creds"))) == ["OP"]
+
+
+def test_a_snapshot_of_no_store_leaves_none(tmp_path):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Snapshot
+    store = Store(str(tmp_path / "a" / "stores"), str(tmp_path / "b" / "keys"), "OP")
+    os.makedirs(store.store_dir)  # as the lock makes it
+    snapshot = Snapshot(store, made=[store.store_dir, os.path.dirname(store.store_dir)])
+    operator_in(store)
+    store.write_creds("SYS", "sys", "creds")
+    snapshot.restore()
+    assert os.listdir(str(tmp_path)) == []
+
+
+def test_an_exclusive_lock_this_process_holds_is_taken_again_at_once(tmp_path):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import directory_lock
+    with directory_lock(str(tmp_path), timeout=0):
+        with directory_lock(str(tmp_path), timeout=0):
+            with directory_lock(str(tmp_path), timeout=0, shared=True):
+                pass
+    with directory_lock(str(tmp_path), timeout=0, shared=True):
+        with pytest.raises(StoreError, match="stayed locked"):
+            # a shared lock is not this process's to take again exclusively: it waits, as for another run
+            with directory_lock(str(tmp_path), timeout=0):
+                pass
