@@ -29,7 +29,9 @@ def nats_fleet_check(fleet, where=""):
     fleet = dict(fleet or {})
     return _fleet.check(fleet.get("accounts"), fleet.get("exports"), fleet.get("streams"), fleet.get("consumers"),
                         where=where, kv_buckets=fleet.get("kv_buckets"), object_stores=fleet.get("object_stores"),
-                        object_fetch=fleet.get("object_fetch"), files_dir=fleet.get("files_dir") or "")
+                        object_fetch=fleet.get("object_fetch"), files_dir=fleet.get("files_dir") or "",
+                        default_account=fleet.get("default_account"), operator=fleet.get("operator"),
+                        system_account=fleet.get("system_account"))
 
 
 @_filter

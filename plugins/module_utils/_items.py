@@ -8,6 +8,10 @@ preflight of the inventory all check an item the same way, with the spec of the 
 converges one: a mapping, no unknown option (named, with what the item takes), the spec's types,
 choices and constraints, then the kind's own check (a stream's plan, a fetch's mode). The first
 problem raises ``ItemError`` naming the item (``streams[2] (orders)``) and the option.
+
+Lists are checked as wholes the same way: ``check_list`` runs a check of a whole list (names unique in an
+account, subjects that do not overlap) and names the item at which the list fails; ``refuse_twins`` refuses
+two items that stand for one thing, naming both.
 """
 
 from __future__ import annotations
@@ -26,6 +30,16 @@ class ItemError(NatsEdgeError):
 def unknown_options(params, spec):
     """The keys of ``params`` that are neither an option of ``spec`` nor an alias of one, sorted."""
     return sorted(set(params) - set(spec) - {alias for option in spec.values() for alias in option.get("aliases", [])})
+
+
+def refuse_unknown(place, params, spec, takes="an item", accepted=()):
+    """ItemError naming ``place`` and the keys of ``params`` that are neither options of ``spec`` (nor aliases)
+    nor ``accepted``, with what ``takes`` them; nothing when there are none."""
+    unknown = sorted(set(unknown_options(params, spec)) - set(accepted))
+    if unknown:
+        raise ItemError("%s: unknown option%s %s; %s takes %s" % (
+            place, "s" if len(unknown) > 1 else "", ", ".join(unknown), takes,
+            ", ".join(sorted(spec) + sorted(accepted))))
 
 
 def where(key, index, name=None):
@@ -60,11 +74,7 @@ class ItemChecker(object):
         if not isinstance(item, dict):
             raise ItemError("%s: expected a mapping, got %r" % (place, item))
         params = {key: copy.deepcopy(value) for key, value in item.items() if key not in self.accepted}
-        unknown = unknown_options(params, self.spec)
-        if unknown:
-            raise ItemError("%s: unknown option%s %s; %s takes %s" % (
-                place, "s" if len(unknown) > 1 else "", ", ".join(unknown), self.takes,
-                ", ".join(sorted(self.spec) + sorted(self.accepted))))
+        refuse_unknown(place, params, self.spec, self.takes, self.accepted)
         result = self.validator.validate(params)
         self.no_log_values.update(result._no_log_values)
         if result.error_messages:
@@ -76,3 +86,39 @@ class ItemChecker(object):
             except NatsEdgeError as exc:
                 raise ItemError("%s: %s" % (place, exc)) from exc
         return validated
+
+
+def check_list(places, items, check):
+    """``check(items)``, a check of a whole list that looks at its items in order (each alone, and each against
+    those before it: a name declared twice, subjects that overlap), with its error named with the place of the
+    item at which the list fails: the last item of the shortest failing start of the list. ``places``: the items'
+    places, in the same order. Raises ItemError chained to the check's NatsEdgeError."""
+    try:
+        return check(items)
+    except NatsEdgeError as exc:
+        failed, low, high = exc, 0, len(items)
+    if high == 0:
+        raise failed
+    # check(items[:low]) passes (nothing fails an empty list), check(items[:high]) fails with ``failed``
+    while high - low > 1:
+        middle = (low + high) // 2
+        try:
+            check(items[:middle])
+            low = middle
+        except NatsEdgeError as exc:
+            failed, high = exc, middle
+    raise ItemError("%s: %s" % (places[high - 1], failed)) from failed
+
+
+def refuse_twins(places, items, identity, what):
+    """Refuse two items that stand for one thing, naming both: ``identity(item)`` lists the things an item stands
+    for (hashable), ``what(thing)`` words one (``consumer 'c' on stream 'S'``, ``dest /opt/a``). Declared twice, a
+    thing is changed back and forth by its two items on every run, so the list never converges."""
+    seen = {}
+    for place, item in zip(places, items):
+        for thing in identity(item):
+            if thing in seen:
+                raise ItemError("%s: %s is declared twice, also at %s; declare it once (two declarations would change "
+                                "it back and forth on every run)" % (place, what(thing), seen[thing]))
+        for thing in identity(item):
+            seen.setdefault(thing, place)

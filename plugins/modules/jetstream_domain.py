@@ -14,12 +14,20 @@ description:
     M(nats_edge.fleet.jetstream_stream), M(nats_edge.fleet.jetstream_kv),
     M(nats_edge.fleet.jetstream_object_store) and M(nats_edge.fleet.jetstream_consumer) converge one
     kind at a time, with the same rules, checks and results.
-  - Every item is checked against its kind's options, and every stream, bucket and store of every
-    account is read and planned (placements checked, objects' files read) before the first change.
-    Then the streams (buckets and stores are streams too) are changed, origins ahead of their copies,
+  - A run is whole or nothing. Everything is checked before anything is written - each item against
+    its kind's options, and the lists as wholes (a stream, bucket or store named twice in one account or
+    like another's stream, subjects that overlap, a consumer or a fetch's C(dest) in O(fetches) listed twice,
+    copies that copy each other in a cycle). Every stream, bucket and store of every account is read and
+    planned (placements checked, objects' files read), and every consumer to be present is planned against
+    its stream as the run leaves it (one the run makes, or one the server has; a stream that is neither
+    fails the run), before the first change.
+  - Then the streams (buckets and stores are streams too) are changed, origins ahead of their copies,
     then the buckets' entries and the stores' objects are written where they differ, then the
     consumers are converged, in the order given, then (after O(wait_seconds)) the objects of O(fetches)
     are written to files.
+  - When the server still refuses a change after others were made (what no plan can know, such as a
+    subject another stream of the account already takes), the run deletes the streams, buckets, stores and
+    consumers it made, fails saying so and what stays changed, and reports them with C(undone).
   - The site.yml streams stage runs it once per domain with O(defer_copies), and again only where a copy
     was deferred or something changed. A domain costs one module run when its copies are as declared, two when
     not, instead of one per kind and pass.
@@ -112,8 +120,10 @@ options:
     type: bool
     default: false
 notes:
-  - An item that fails its kind's checks fails the task before anything is sent, naming the list, the item
-    and the option. A failure after the first change names the item and reports what was sent in RV(actions).
+  - An item that fails its kind's checks, alone or beside the others, fails the task before anything is sent,
+    naming the list, the item and the option. A failure after the first change names the item, undoes what the
+    run made and reports what was sent (the deletes too) in RV(actions).
+  - The site.yml preflight runs the same checks on the inventory before any stage changes anything.
 seealso:
   - module: nats_edge.fleet.jetstream_stream
   - module: nats_edge.fleet.jetstream_kv
@@ -148,7 +158,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 streams:
-  description: One entry per item of O(streams), as M(nats_edge.fleet.jetstream_stream) returns them in its C(streams).
+  description:
+    - One entry per item of O(streams), as M(nats_edge.fleet.jetstream_stream) returns them in its C(streams).
+    - An entry of a stream the run made and deleted again after a later failure has C(undone=true) and
+      C(changed=false) (so have the entries of RV(buckets), RV(stores) and RV(consumer_results)).
   returned: always
   type: list
   elements: dict

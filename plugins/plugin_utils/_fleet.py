@@ -5,8 +5,13 @@
 
 site.yml converges what the inventory declares (nats_accounts, nats_exports,
 nats_streams, nats_consumers, nats_kv_buckets, nats_object_stores, nats_object_fetch)
-with the modules. Everything here is pure logic
-on the controller, so a mistake in any item fails before the first change.
+with the modules. Everything here is pure logic on the controller, so a mistake in
+any item fails before the first change: the preflight (check, check_hosts) runs the
+checks of the modules that converge the items - the same functions, item by item and
+across each list (nsc_store's bulk.checked_items and check_references, jetstream_domain's
+item_checker and checked_lists) - and what only the fleet knows: the accounts the items
+name, the streams the consumers read, the stores the fetches read, copies in a cycle
+across domains.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import os
 from urllib.parse import quote
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
-from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError, is_copy, where
+from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemError, is_copy, refuse_unknown, where
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import plain
 
 # Keys of an item that belong to the fleet, not to the module that converges it.
@@ -36,53 +41,58 @@ _MODULES = {"account": "nsc_account", "user": "nsc_user", "export": "nsc_export"
             "stream": "a jetstream_stream item", "consumer": "jetstream_consumer", "kv": "a jetstream_kv item",
             "objects": "jetstream_object_store", "fetch": "jetstream_object_fetch"}
 
-_NOT_ITEM = {"store_dir", "keys_dir", "operator", "lock_timeout", "servers", "creds", "nkey_seed", "user",
-             "password", "token", "tls_ca", "tls_cert", "tls_key", "timeout", "domain", "api_prefix", "push",
-             "expected_servers", "streams"}
+_LISTS = {"account": "nats_accounts", "export": "nats_exports", "stream": "nats_streams", "consumer": "nats_consumers",
+          "kv": "nats_kv_buckets", "objects": "nats_object_stores", "fetch": "nats_object_fetch"}
+
+# each JetStream kind of the inventory: the list of jetstream_domain the streams stage gives its items to, and the
+# argument of check() that holds them
+DOMAIN_LISTS = (("stream", "streams", "streams"), ("kv", "kv_buckets", "kv_buckets"),
+                ("objects", "object_stores", "object_stores"), ("consumer", "consumers", "consumers"),
+                ("fetch", "fetches", "object_fetch"))
 
 
 class FleetError(NatsEdgeError, ValueError):
     """Inventory data the fleet cannot converge, worded for the user."""
 
 
-def _specs():
-    # imported late: the specs the modules take are the one definition of what an item takes
-    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import (
-        bucket_content, buckets, consumer_apply, object_transfer, stream_model)
+def checker(kind):
+    """The ItemChecker of the inventory's items of a JetStream ``kind``: jetstream_domain's (its item_checker, with
+    the kind's own check), taking the fleet's keys (an account instead of creds), a fetch's dest on its host."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import domain
+    key = dict((name, domain_key) for name, domain_key, _arg in DOMAIN_LISTS)[kind]
+    return domain.item_checker(key, accepted=FLEET_KEYS[kind], takes=_MODULES[kind], without=("creds",),
+                               dest_here=False)
+
+
+def nsc_kinds():
+    """The nsc kinds as nsc_store checks their lists: {kind: (its module_utils module, its spec, its constraints)}."""
     from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import account, export, user
-    return {
-        "account": account.ARGUMENT_SPEC,
-        "user": user.ARGUMENT_SPEC,
-        "export": export.ARGUMENT_SPEC,
-        "stream": stream_model.module_argspec()["streams"]["options"],
-        "consumer": consumer_apply.ARGUMENT_SPEC,
-        "kv": buckets.ITEM,
-        "objects": bucket_content.OBJECT_STORE_OPTIONS,
-        "fetch": object_transfer.FETCH_ARGUMENT_SPEC,
-    }
+    return {"account": (account, account.ARGUMENT_SPEC, {}), "user": (user, user.ARGUMENT_SPEC, user.CONSTRAINTS),
+            "export": (export, export.ARGUMENT_SPEC, export.CONSTRAINTS)}
 
 
-def _item_spec(spec, kind):
-    item = {k: v for k, v in spec.items() if k not in _NOT_ITEM}
-    if kind == "user":
-        item.pop("account", None)  # the account the user is listed under
+class _Listed(object):
+    """One list as bulk.checked_items reads it off a module run: ``params[key]``. The values it would hide from a
+    module's output are the inventory's own, on the controller: they are dropped."""
+
+    def __init__(self, key, items):
+        self.params = {key: items}
+        self.no_log_values = set()
+
+
+def _nsc_checked(kind, key, items, label, operator):
+    """The items of an nsc ``kind`` checked as nsc_store checks them (bulk.checked_items with the kind: its spec,
+    its check_item, no item twice), named ``key[index] (label)``: [(place, params)]."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
+    module_utils, spec, constraints = nsc_kinds()[kind]
+    task = dict(store_dir=None, keys_dir=None, operator=operator, lock_timeout=None, push=False, expected_servers=None)
+    return bulk.checked_items(_Listed(key, items), key, spec, label, task, kind=module_utils, **constraints)
+
+
+def _mapping(place, item):
+    if not isinstance(item, dict):
+        raise ItemError("%s: expected a mapping, got %r" % (place, item))
     return item
-
-
-def _validate(kind, where, item, checker):
-    """``checker``: the kind's ItemChecker (the one validator of list items, with the module's spec)."""
-    try:
-        checker.check(where, item)
-    except ItemError as exc:
-        raise FleetError(str(exc)) from exc
-
-
-def _stream_plan(validated):
-    """A stream item as jetstream_stream would take it: its plan's checks (retention, copies, limits)."""
-    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model
-    stream_model.desired_items({"streams": [validated], "state": "present",
-                                "on_immutable_change": "fail", "allow_data_loss": False})
-    return validated
 
 
 def _label(kind, item, index):
@@ -92,52 +102,165 @@ def _label(kind, item, index):
         name = "share of %s from %s to %s" % (share.get("stream"), share.get("from_account"), share.get("to_account"))
     if kind == "fetch" and isinstance(item, dict):
         name = "%s/%s" % (item.get("bucket"), item.get("name"))
-    return where({"account": "nats_accounts", "export": "nats_exports", "stream": "nats_streams",
-                  "consumer": "nats_consumers", "kv": "nats_kv_buckets", "objects": "nats_object_stores",
-                  "fetch": "nats_object_fetch"}[kind], index, name)
+    return where(_LISTS[kind], index, name)
 
 
 def check(accounts=None, exports=None, streams=None, consumers=None, where="", kv_buckets=None, object_stores=None,
-          object_fetch=None, files_dir=""):
-    """Every item against the option spec of the module that converges it.
+          object_fetch=None, files_dir="", default_account=None, operator=None, system_account=None):
+    """Every item as the module that converges it checks it, alone and across its list, and what the fleet's stages
+    need of it, before anything changes: see _checked. Returns the number of items checked; raises FleetError
+    naming the list, the item and the field (after ``where``). ``files_dir``: where relative object ``src`` files
+    are (the inventory's directory); ``default_account``: the account of items that name none
+    (nats_fleet_default_account); ``operator``, ``system_account``: the store's (nats_fleet_operator,
+    nats_fleet_system_account). What is not given is not checked: with no ``accounts``, the accounts the items
+    name; with ``default_account`` None, the account of the items that name none, the default account itself, and
+    the streams the consumers read and the stores the fetches read (whose accounts are not known then); with
+    ``system_account`` None, the accounts the users and exports name."""
+    return _checked(accounts, exports, dict(streams=streams, consumers=consumers, kv_buckets=kv_buckets,
+                                            object_stores=object_stores, object_fetch=object_fetch),
+                    where, files_dir, default_account, operator, system_account)[0]
 
-    Returns the number of items checked; raises FleetError naming the list,
-    the item and the field. ``files_dir`` is where relative object ``src``
-    files are found (the inventory's directory)."""
-    specs = {}
-    for kind, spec in _specs().items():
-        item_spec = _item_spec(spec, kind)
-        specs[kind] = ItemChecker(item_spec, accepted=FLEET_KEYS[kind], takes=_MODULES[kind],
-                                  then=_stream_plan if kind == "stream" else None)
-    count = 0
-    names = set()
-    for i, account in enumerate(accounts or []):
-        label = _label("account", account, i)
-        _validate("account", where + label, account, specs["account"])
-        if account["name"] in names:
-            raise FleetError("%s%s: account %r is declared twice" % (where, label, account["name"]))
-        names.add(account["name"])
-        users = account.get("users") or []
-        if not isinstance(users, list):
-            raise FleetError("%s%s.users: expected a list of users" % (where, label))
-        for j, user in enumerate(users):
-            _validate("user", "%s%s.users[%d]%s" % (where, label, j, " (%s)" % user.get("name") if isinstance(
-                user, dict) and user.get("name") else ""), user, specs["user"])
-        admin = account.get("admin_user")
-        if admin and admin not in [u.get("name") for u in users]:
-            raise FleetError("%s%s.admin_user: %r is not one of the account's users" % (where, label, admin))
-        count += 1 + len(users)
-    for kind, items in (("export", exports), ("stream", streams), ("consumer", consumers), ("kv", kv_buckets),
-                        ("objects", object_stores), ("fetch", object_fetch)):
-        for i, item in enumerate(items or []):
-            _validate(kind, where + _label(kind, item, i), item, specs[kind])
-            account = item.get("account")
-            if kind != "export" and account and names and account not in names:
-                raise FleetError("%s%s.account: %r is not in nats_accounts" % (where, _label(kind, item, i), account))
+
+def _checked(accounts, exports, lists, where, files_dir, default_account, operator, system_account):
+    """(items checked, [(place, stream as js_stream.desired_items gives it, its account in ``creds``)] of the
+    domain's streams, buckets and stores that are present). Raises FleetError."""
+    try:
+        names, admins, count = _check_accounts(accounts, exports, default_account, operator, system_account)
+        if any(lists.values()):
+            # with no account declared at all the accounts the items name are not known either
+            jetstream, declared = _check_jetstream(lists, files_dir, default_account, names or None, admins)
+            count += jetstream
+        else:
+            declared = []
+    except NatsEdgeError as exc:
+        raise FleetError(where + str(exc)) from exc
+    return count, declared
+
+
+def _check_accounts(accounts, exports, default_account, operator, system_account):
+    """nats_accounts with their users, and nats_exports, as nsc_store checks them (each item, no item twice, no
+    reference to an account that is not declared), each account's admin_user, and the default account:
+    (the accounts' names, {account: its admin user}, items checked)."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import account as nsc_account
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import export as nsc_export
+    kinds = nsc_kinds()
+    specs = dict((kind, dict((name, option) for name, option in spec.items() if name not in bulk.TASK_LEVEL))
+                 for kind, (_module, spec, _constraints) in kinds.items())
+    specs["user"].pop("account")  # the account a user is listed under
+    accounts = accounts or []
+    users, count = [], 0
+    for index, item in enumerate(accounts):
+        place = _label("account", item, index)
+        refuse_unknown(place, _mapping(place, item), specs["account"], _MODULES["account"], FLEET_KEYS["account"])
+        listed = item.get("users") or []
+        if not isinstance(listed, list):
+            raise FleetError("%s.users: expected a list of users" % place)
+        for number, user in enumerate(listed):
+            at = "%s.users[%d]%s" % (place, number, " (%s)" % user.get("name") if isinstance(user, dict)
+                                     and user.get("name") else "")
+            refuse_unknown(at, _mapping(at, user), specs["user"], _MODULES["user"])
+        count += 1 + len(listed)
+    checked = _nsc_checked("account", _LISTS["account"], [module_args(item, "account") for item in accounts],
+                           nsc_account.label, operator)
+    names = [params["name"] for _place, params in checked]
+    for (place, params), item in zip(checked, accounts):
+        listed = item.get("users") or []
+        users += _nsc_checked("user", place + ".users", [dict(user, account=params["name"]) for user in listed],
+                              lambda user: user.get("name"), operator)
+        admin = item.get("admin_user")
+        if admin and admin not in [user.get("name") for user in listed]:
+            raise FleetError("%s.admin_user: %r is not one of the account's users" % (place, admin))
+    if default_account and names and default_account not in names:
+        raise FleetError("nats_fleet_default_account: %r is not in nats_accounts (%s)" % (
+            default_account, ", ".join(names)))
+    shared = _nsc_checked("export", _LISTS["export"], [
+        _mapping(_label("export", item, index), item) for index, item in enumerate(exports or [])],
+        nsc_export.label, operator)
+    count += len(shared)
+    if system_account is not None:
+        # what the store run would refuse once earlier items are written: a user or export of an account that is
+        # not declared (the store holds the operator's system account besides)
+        bulk.check_references((), [system_account], accounts=checked, users=users, exports=shared)
+    return names, admin_users(accounts), count
+
+
+def _check_jetstream(lists, files_dir, default_account, names, admins):
+    """The domain's streams, buckets, stores, consumers and fetches: each as jetstream_domain checks it (its
+    item_checker), its account (declared, with a user), then every list as jetstream_domain checks them together
+    (checked_lists: the same functions), then what the fleet adds: each consumer's stream and each fetch's store
+    declared in the domain, in the consumer's account, and each consumer as nats-server would make it. ``names``:
+    the declared accounts (None: none declared, the items' accounts not checked). (items checked, the present
+    streams as _checked returns them)."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import domain
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
+    lists = dict(lists, object_stores=object_sources(lists["object_stores"], files_dir))
+    items, places, count = {}, {}, 0
+    for kind, key, arg in DOMAIN_LISTS:
+        items[key], places[key] = [], []
+        check_item = checker(kind)
+        for index, item in enumerate(lists[arg] or []):
+            place = _label(kind, item, index)
+            validated = check_item.check(place, item)
+            account = item.get("account") or default_account
+            if names is not None:
+                if item.get("account") and item["account"] not in names:
+                    raise FleetError("%s.account: %r is not in nats_accounts" % (place, item["account"]))
+                if account is not None:  # None: the default account is not known here
+                    _admin_of(account, admins, place, _CONVERGED[kind])
+            items[key].append(dict(validated, creds=account or ""))
+            places[key].append(place)
             count += 1
-    _check_object_stores(object_stores, where, files_dir)
-    _check_object_fetch(object_fetch, object_stores, where)
-    return count
+    try:
+        checked = domain.checked_lists(items, domain.Warnings(), places=places)
+    except ItemError as exc:
+        # the items' accounts, which stand in for their creds, as the inventory names them
+        message = str(exc)
+        for account in set(item["creds"] for key in items for item in items[key]):
+            message = message.replace(js_stream.account_label(account), _in_account(account))
+        raise FleetError(message) from exc
+    present = [(place, desired) for place, desired in zip(places["streams"] + places["kv_buckets"] + places[
+        "object_stores"], checked.streams) if desired.state == "present"]
+    declared = set((desired.creds, desired.name) for _place, desired in present)
+    # which account's stream a consumer reads is known with the default account
+    resolved = default_account is not None
+    for place, item, config in zip(places["consumers"], items["consumers"], checked.consumers):
+        if item["state"] != "present":
+            continue
+        if resolved and (item["creds"], item["stream"]) not in declared:
+            raise FleetError("%s.stream: %r is not a stream this domain declares present%s (nats_streams, or the stream "
+                             "of a bucket or a store: KV_<bucket>, OBJ_<store>)" % (
+                                 place, item["stream"], _in_account(item["creds"])))
+        domain.planned_consumer("%s: consumer %r on stream %r" % (place, item["name"], item["stream"]), item, config)
+    for place, item in zip(places["fetches"], items["fetches"]):
+        if not os.path.isabs(item["dest"]):
+            raise FleetError("%s.dest: %r is not an absolute path (the file is written on each host that lists it)" % (
+                place, item["dest"]))
+        if resolved and (item["creds"], "OBJ_" + item["bucket"]) not in declared:
+            stores = sorted(desired.name[len("OBJ_"):] for _place, desired in present
+                            if desired.creds == item["creds"] and desired.name.startswith("OBJ_"))
+            raise FleetError("%s.bucket: %r is not in this domain's nats_object_stores%s (%s)" % (
+                place, item["bucket"], _in_account(item["creds"]), ", ".join(stores) or "none"))
+    return count, present
+
+
+# what an item's account converges or reads with its admin user's creds
+_CONVERGED = {"stream": "converge its streams with", "kv": "converge its streams with",
+              "objects": "converge its streams with", "consumer": "converge its consumers with", "fetch": "read with"}
+
+
+def _in_account(account):
+    return " in account %r" % account if account else ""
+
+
+def _admin_of(account, admins, place, what):
+    """The admin user of an item's ``account`` (its own, else the default account), whose creds the stage converges
+    it with; FleetError when it has none."""
+    if not account:
+        raise FleetError("%s: no account (set nats_fleet_default_account or the item's account)" % place)
+    if account not in admins:
+        raise FleetError("%s.account: account %r has no user to %s" % (place, account, what))
+    return admins[account]
 
 
 def object_sources(stores, files_dir):
@@ -161,75 +284,52 @@ HOST_DATA = (("streams", "nats_streams"), ("consumers", "nats_consumers"), ("kv_
 
 def check_hosts(hostvars, hosts):
     """Each host's streams, consumers, buckets, stores and fetches checked as check() checks them, every distinct
-    set of them once (sites share their groups' data): {host: items checked}. Raises one error with the first
-    problem of each distinct set, named with the domains that hold it."""
-    done, domains, out = {}, {}, {}
+    set of them once (sites share their groups' data): {host: items checked}; then the copies of every domain
+    together (its first host's, whose data the streams stage converges), for a cycle across domains. Raises one
+    error with the first problem of each distinct set, named with the domains that hold it, and the first cycle."""
+    done, domains, out, declared, leaders = {}, {}, {}, {}, {}
     for host in hosts:
         hv = hostvars[host]
         data = dict((key, plain(hv.get(name)) or []) for key, name in HOST_DATA)
-        data["files_dir"] = hv.get("inventory_dir") or ""
+        data.update(files_dir=hv.get("inventory_dir") or "", default_account=hv.get("nats_fleet_default_account") or "",
+                    system_account=hv.get("nats_fleet_system_account") or None)
         key = json.dumps(data, sort_keys=True, default=repr)
-        domains.setdefault(key, []).append(hv.get("nats_server_jetstream_domain") or "")
+        domain = hv.get("nats_server_jetstream_domain") or ""
+        domains.setdefault(key, []).append(domain)
+        leaders.setdefault(domain, key)
         if key not in done:
             try:
-                done[key] = check(data["accounts"], None, data["streams"], data["consumers"],
-                                  kv_buckets=data["kv_buckets"], object_stores=data["object_stores"],
-                                  object_fetch=data["object_fetch"], files_dir=data["files_dir"])
+                done[key], declared[key] = _checked(
+                    data["accounts"], None, dict((name, data[name]) for name, _var in HOST_DATA if name != "accounts"),
+                    "", data["files_dir"], data["default_account"], None, data["system_account"])
             except FleetError as exc:
                 done[key] = exc
         out[host] = done[key]
     problems = ["%s: %s" % (_some(domains[key]), value) for key, value in done.items() if isinstance(value, FleetError)]
+    try:
+        _check_cycles(dict((domain, declared[key]) for domain, key in leaders.items() if key in declared))
+    except ItemError as exc:
+        problems.append(str(exc))
     if problems:
         raise FleetError("\n".join(problems))
     return out
+
+
+def _check_cycles(declared):
+    """No cycle of copies across the domains: ``declared``, {domain: the present streams as _checked returns them}.
+    A copy's origin in another domain is found by the domain its mirror or source names, in the copy's account."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import domain as jd
+    jd.refuse_copy_cycle(
+        [((domain, desired.creds, desired.name), "%s: %s" % (domain, place), desired.config)
+         for domain, streams in declared.items() for place, desired in streams],
+        lambda key, origin_domain, name: (key[0] if origin_domain is None else origin_domain, key[1], name),
+        lambda key: "stream %r in domain %r" % (key[2], key[0]))
 
 
 def _some(names, shown=5):
     """Distinct names in order, the first ``shown`` of them and how many more."""
     names = list(dict.fromkeys(names))
     return ", ".join(names[:shown]) + (" and %d more" % (len(names) - shown) if len(names) > shown else "")
-
-
-def _check_object_stores(stores, where, files_dir):
-    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets
-    seen = set()
-    for i, store in enumerate(object_sources(stores, files_dir)):
-        label = where + _label("objects", store, i)
-        try:
-            buckets.check_bucket("object store", store["name"])
-        except buckets.BucketError as exc:
-            raise FleetError("%s.name: %s" % (label, exc))
-        key = (store.get("account"), store["name"])
-        if key in seen:
-            raise FleetError("%s: object store %r is declared twice in this domain" % (label, store["name"]))
-        seen.add(key)
-        if store.get("mirror") and store.get("objects") is not None:
-            raise FleetError("%s.objects: a mirror is read-only; put the objects in its origin %r" % (
-                label, store["mirror"]["name"]))
-        names = set()
-        for j, obj in enumerate(store.get("objects") or []):
-            at = "%s.objects[%d] (%s)" % (label, j, obj["name"])
-            if obj["name"] in names:
-                raise FleetError("%s: object %r is listed twice" % (at, obj["name"]))
-            names.add(obj["name"])
-            if obj.get("src") is not None and not os.path.isfile(obj["src"]):
-                raise FleetError("%s.src: %s is not a file on the controller" % (at, obj["src"]))
-
-
-def _check_object_fetch(fetch, stores, where):
-    declared = {s.get("name") for s in stores or [] if isinstance(s, dict)}
-    for i, item in enumerate(fetch or []):
-        label = where + _label("fetch", item, i)
-        if not os.path.isabs(item["dest"]):
-            raise FleetError("%s.dest: %r is not an absolute path" % (label, item["dest"]))
-        try:
-            if not isinstance(item.get("mode"), int):  # an int is a mode already (YAML's 0644)
-                int(str(item.get("mode") or "0644"), 8)
-        except ValueError:
-            raise FleetError("%s.mode: %r is not an octal mode such as '0644'" % (label, item["mode"]))
-        if item["bucket"] not in declared:
-            raise FleetError("%s.bucket: %r is not in this domain's nats_object_stores (%s)" % (
-                label, item["bucket"], ", ".join(sorted(declared)) or "none"))
 
 
 def module_args(item, kind):
@@ -373,13 +473,8 @@ def stream_batches(streams, default_account, creds_dir, admins, where="", kind="
         streams = object_sources(streams, files_dir)
     for i, stream in enumerate(streams or []):
         account = stream.get("account") or default_account
-        if not account:
-            raise FleetError("%s%s: no account (set nats_fleet_default_account or the item's account)"
-                             % (where, _label(kind, stream, i)))
-        if account not in admins:
-            raise FleetError("%s%s.account: account %r has no user to converge its streams with"
-                             % (where, _label(kind, stream, i), account))
-        batch = batches.setdefault(account, {"account": account, "creds": creds_path(creds_dir, account, admins[account]),
+        admin = _admin_of(account, admins, where + _label(kind, stream, i), _CONVERGED[kind])
+        batch = batches.setdefault(account, {"account": account, "creds": creds_path(creds_dir, account, admin),
                                              "origins": [], "copies": []})
         item = module_args(stream, kind)
         if is_copy(item):
@@ -399,9 +494,10 @@ def consumers(items, default_account, creds_dir, admins):
     """Consumers with the creds of their account: [{args, creds, account}]; ``args`` (an item of
     jetstream_domain's ``consumers``) carries the creds too."""
     out = []
-    for item in items or []:
+    for index, item in enumerate(items or []):
         account = item.get("account") or default_account
-        creds = creds_path(creds_dir, account, admins.get(account, ""))
+        creds = creds_path(creds_dir, account, _admin_of(account, admins, _label("consumer", item, index),
+                                                         _CONVERGED["consumer"]))
         out.append({"account": account, "creds": creds, "args": dict(module_args(item, "consumer"), creds=creds)})
     return out
 
@@ -467,6 +563,13 @@ def _contexts(domain_map, default_account, creds_dir, admins, system_account, sy
     return out
 
 
+def _file_name(name):
+    """An object's name as the name of a file of the cache: quoted, so that no name is a path ('a/b') nor names a
+    directory ('.', '..')."""
+    quoted = quote(name, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
+
+
 def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_dir, domain=""):
     """The ``nats_object_fetch`` of one domain's hosts: each object fetched once, from the domain's
     own copy, into the controller's cache; then copied to every host that lists it.
@@ -479,12 +582,11 @@ def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_di
         # hostvars come raw (rendering every host's variables costs more than the plan): only these items are read
         for item in plain(hostvars[host].get("nats_object_fetch") or []):
             account = item.get("account") or default_account
-            if account not in admins:
-                raise FleetError("%s: nats_object_fetch (%s/%s).account: account %r has no user to read with" % (
-                    host, item.get("bucket"), item.get("name"), account))
+            admin = _admin_of(account, admins, "%s: nats_object_fetch (%s/%s)" % (host, item.get("bucket"), item.get("name")),
+                              _CONVERGED["fetch"])
             cache = "/".join([str(cache_dir).rstrip("/"), quote(domain or "-", safe=""), account, item["bucket"],
-                              quote(item["name"], safe="")])
-            creds = creds_path(creds_dir, account, admins[account])
+                              _file_name(item["name"])])
+            creds = creds_path(creds_dir, account, admin)
             fetches.setdefault(cache, {"account": account, "creds": creds, "bucket": item["bucket"], "name": item["name"],
                                        "cache": cache, "args": {"bucket": item["bucket"], "name": item["name"],
                                                                 "dest": cache, "mode": "0600", "creds": creds}})

@@ -677,31 +677,123 @@ def test_role_preflight_refuses_bad_inventory_before_touching_a_host(tmp_path):
 
 # -- the fleet play's preflight (nats_fleet) ---------------------------------------------------------------------
 # (id, host variables, message fragment): each row a host of one play running the fleet's checks
-# (tasks_from: preflight), which read the inventory on the controller and change nothing.
+# (tasks_from: preflight), which read the inventory on the controller and change nothing. Its promise: a mistake in
+# any item fails before the first change - each item as its module checks it, and each list as a whole.
 
 STORE = {"name": "fw", "objects": [{"name": "gw.bin", "content": "x"}]}
+ORDERS_STREAM = {"name": "orders", "subjects": ["orders.>"]}
+FETCH = {"bucket": "fw", "name": "gw.bin", "dest": "/opt/gw.bin"}
 FLEET_ROWS = [
     ("fleet-store-missing-src", dict(nats_object_stores=[{"name": "fw", "objects": [{"name": "gw.bin", "src": "files/gw.bin"}]}]),
-     "nats_object_stores[0] (fw).objects[0] (gw.bin).src: {inventory}/files/gw.bin is not a file on the controller"),
-    ("fleet-store-bad-name", dict(nats_object_stores=[{"name": "f.w"}]), "nats_object_stores[0] (f.w).name: object store bucket"),
+     "nats_object_stores[0] (fw): bucket 'fw': objects[0].src: {inventory}/files/gw.bin is not a file (object 'gw.bin')"),
+    ("fleet-store-bad-name", dict(nats_object_stores=[{"name": "f.w"}]),
+     "nats_object_stores[0] (f.w): object store bucket name: 'f.w' is not valid"),
     ("fleet-store-unknown-option", dict(nats_object_stores=[{"name": "fw", "replica": 3}]),
      "nats_object_stores[0] (fw): unknown option replica"),
     ("fleet-store-mirror-objects", dict(nats_object_stores=[dict(STORE, mirror={"name": "fw", "domain": "hub"})]),
-     "nats_object_stores[0] (fw).objects: a mirror is read-only"),
-    ("fleet-fetch-undeclared-bucket", dict(nats_object_stores=[STORE], nats_object_fetch=[
-        {"bucket": "firmware", "name": "gw.bin", "dest": "/opt/gw.bin"}]),
-     "nats_object_fetch[0] (firmware/gw.bin).bucket: 'firmware' is not in this domain's nats_object_stores (fw)"),
-    ("fleet-fetch-relative-dest", dict(nats_object_stores=[STORE], nats_object_fetch=[
-        {"bucket": "fw", "name": "gw.bin", "dest": "gw.bin"}]), "nats_object_fetch[0] (fw/gw.bin).dest: 'gw.bin' is not an absolute"),
+     "nats_object_stores[0] (fw): bucket 'fw': objects: a mirror is read-only"),
+    ("fleet-fetch-undeclared-bucket", dict(nats_object_stores=[STORE], nats_object_fetch=[dict(FETCH, bucket="firmware")]),
+     "nats_object_fetch[0] (firmware/gw.bin).bucket: 'firmware' is not in this domain's nats_object_stores in account "
+     "'TEST' (fw)"),
+    ("fleet-fetch-relative-dest", dict(nats_object_stores=[STORE], nats_object_fetch=[dict(FETCH, dest="gw.bin")]),
+     "nats_object_fetch[0] (fw/gw.bin).dest: 'gw.bin' is not an absolute"),
+    # each item as its module checks it
+    ("fleet-kv-name-dot", dict(nats_kv_buckets=[{"name": "a.b"}]),
+     "nats_kv_buckets[0] (a.b): key-value bucket name: 'a.b' is not valid"),
+    ("fleet-kv-history-65", dict(nats_kv_buckets=[{"name": "cfg", "history": 65}]),
+     "nats_kv_buckets[0] (cfg): bucket 'cfg': history: 65"),
+    ("fleet-kv-key-space", dict(nats_kv_buckets=[{"name": "cfg", "entries": {"bad key": "x"}}]),
+     "nats_kv_buckets[0] (cfg): bucket 'cfg': entries: 'bad key' is not a valid key"),
+    ("fleet-kv-ttl-words", dict(nats_kv_buckets=[{"name": "cfg", "ttl": "a week"}]),
+     "nats_kv_buckets[0] (cfg): bucket 'cfg': ttl: 'a week' is not a duration"),
+    ("fleet-consumer-max-deliver-0", dict(nats_streams=[ORDERS_STREAM], nats_consumers=[
+        {"stream": "orders", "name": "c", "max_deliver": 0}]),
+     "nats_consumers[0] (c): consumer 'c' on stream 'orders': max_deliver: 0 is not allowed"),
+    ("fleet-consumer-ack-wait-backoff", dict(nats_streams=[ORDERS_STREAM], nats_consumers=[
+        {"stream": "orders", "name": "c", "ack_wait": "30s", "backoff": ["1s", "5s"]}]),
+     "nats_consumers[0] (c): consumer 'c' on stream 'orders': ack_wait: the server replaces it with the first backoff "
+     "step (1s)"),
+    ("fleet-fetch-mode-negative", dict(nats_object_stores=[STORE], nats_object_fetch=[dict(FETCH, mode=-1)]),
+     "nats_object_fetch[0] (fw/gw.bin): mode: -1 is a negative number, not a mode"),
+    ("fleet-account-bad-name", dict(nats_accounts=[{"name": "BAD NAME", "users": [{"name": "u"}]}],
+                                    nats_fleet_default_account="BAD NAME"),
+     "nats_accounts[0] (BAD NAME): account 'BAD NAME': account name: 'BAD NAME' is not a valid name"),
+    ("fleet-user-pub-subject", dict(nats_accounts=[{"name": "TEST", "users": [
+        {"name": "u", "permissions": {"pub": {"allow": ["a..b"]}}}]}]),
+     "nats_accounts[0] (TEST).users[0] (u): user 'u' of account 'TEST': permissions.pub.allow: 'a..b' is not a subject"),
+    ("fleet-account-conn-negative", dict(nats_accounts=[{"name": "TEST", "limits": {"conn": -5}, "users": [{"name": "u"}]}]),
+     "nats_accounts[0] (TEST): account 'TEST': limits.conn: -5: use -1 for unlimited"),
+    # each list as a whole: one thing declared twice, names and subjects of one account, copies in a cycle
+    ("fleet-streams-overlap", dict(nats_streams=[{"name": "a", "subjects": ["a.>"]}, {"name": "b", "subjects": ["a.b"]}]),
+     "nats_streams[1] (b): stream 'b': subjects: 'a.b' overlaps 'a.>' of stream 'a'"),
+    ("fleet-streams-one-name", dict(nats_streams=[{"name": "a", "subjects": ["a.>"]}, {"name": "a", "subjects": ["b.>"]}]),
+     "nats_streams[1] (a): stream 'a' in account 'TEST' is declared more than once"),
+    ("fleet-stream-named-like-a-bucket", dict(nats_streams=[{"name": "KV_cfg", "subjects": ["cfg.>"]}],
+                                              nats_kv_buckets=[{"name": "cfg"}]),
+     "nats_kv_buckets[0] (cfg): stream 'KV_cfg' in account 'TEST' is declared more than once"),
+    ("fleet-stream-named-like-a-store", dict(nats_streams=[{"name": "OBJ_fw", "subjects": ["fw.>"]}],
+                                             nats_object_stores=[STORE]),
+     "nats_object_stores[0] (fw): stream 'OBJ_fw' in account 'TEST' is declared more than once"),
+    ("fleet-consumer-twice", dict(nats_streams=[ORDERS_STREAM], nats_consumers=[
+        {"stream": "orders", "name": "c", "max_deliver": 3}, {"stream": "orders", "name": "c", "max_deliver": 4}]),
+     "nats_consumers[1] (c): consumer 'c' on stream 'orders' in account 'TEST' is declared twice, also at "
+     "nats_consumers[0] (c)"),
+    ("fleet-fetch-one-dest", dict(nats_object_stores=[dict(STORE, objects=STORE["objects"] + [{"name": "b", "content": "y"}])],
+                                  nats_object_fetch=[FETCH, dict(FETCH, name="b")]),
+     "nats_object_fetch[1] (fw/b): dest /opt/gw.bin (the file an object is written to) is declared twice, also at "
+     "nats_object_fetch[0] (fw/gw.bin)"),
+    ("fleet-users-twice", dict(nats_accounts=[{"name": "TEST", "users": [{"name": "u"}, {"name": "u"}]}]),
+     "nats_accounts[0] (TEST).users[1] (u): listed twice, first at nats_accounts[0] (TEST).users[0]"),
+    ("fleet-accounts-twice", dict(nats_accounts=[{"name": "TEST", "users": [{"name": "u"}]}, {"name": "TEST"}]),
+     "nats_accounts[1] (TEST): listed twice, first at nats_accounts[0]"),
+    ("fleet-mirror-cycle", dict(nats_streams=[{"name": "a", "mirror": {"name": "b"}}, {"name": "b", "mirror": {"name": "a"}}]),
+     "nats_streams[1] (b): mirror: copies in a cycle: stream 'b' in account 'TEST' copies from stream 'a' in account "
+     "'TEST', which copies from stream 'b' in account 'TEST'"),
+    # a copy whose origin is in another domain that copies it back: the domains' data together (the peer's host
+    # below, valid alone)
+    ("fleet-mirror-cycle-across-domains", dict(nats_streams=[{"name": "y", "mirror": {"name": "x", "domain": "cycle-peer"}}]),
+     "nats_streams[0] (y): mirror: copies in a cycle: stream 'y' in domain 'fleet-mirror-cycle-across-domains' copies "
+     "from stream 'x' in domain 'cycle-peer', which copies from stream 'y' in domain 'fleet-mirror-cycle-across-domains'"),
+    # what the items name is declared: accounts, the default account, the consumers' streams, with a user to use
+    ("fleet-stream-undeclared-account", dict(nats_streams=[dict(ORDERS_STREAM, account="NOPE")]),
+     "nats_streams[0] (orders).account: 'NOPE' is not in nats_accounts"),
+    ("fleet-default-account-undeclared", dict(nats_fleet_default_account="NOPE"),
+     "nats_fleet_default_account: 'NOPE' is not in nats_accounts (TEST)"),
+    ("fleet-account-without-user", dict(nats_accounts=[{"name": "TEST", "users": [{"name": "u"}]}, {"name": "EMPTY"}],
+                                        nats_kv_buckets=[{"name": "cfg", "account": "EMPTY"}]),
+     "nats_kv_buckets[0] (cfg).account: account 'EMPTY' has no user to converge its streams with"),
+    ("fleet-consumer-undeclared-stream", dict(nats_streams=[ORDERS_STREAM], nats_consumers=[{"stream": "order", "name": "c"}]),
+     "nats_consumers[0] (c).stream: 'order' is not a stream this domain declares present in account 'TEST'"),
 ]
+# what every host shares: the accounts and exports (checked once for the fleet, each failing row a play of its own)
+FLEET_WIDE_ROWS = [
+    ("fleet-importer-undeclared", dict(nats_exports=[{"account": "TEST", "name": "e", "subject": "e.>",
+                                                      "importers": [{"account": "NOPE"}]}]),
+     "nats_exports[0] (TEST e): operator 'fleet': importers[0]: account 'NOPE' is not in the store"),
+    ("fleet-share-undeclared", dict(nats_exports=[{"share_stream": {"stream": "orders", "from_account": "TEST",
+                                                                    "to_account": "NOPE"}}]),
+     "nats_exports[0] (share of orders from TEST to NOPE): operator 'fleet': share_stream.to_account: account 'NOPE'"),
+]
+FLEET = {"nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_default_account": "TEST"}
+# right, and passing: every kind, as the fleet converges it (the peer: the origin of a row's cycle, fine alone)
+VALID = dict(nats_streams=[ORDERS_STREAM, {"name": "x", "mirror": {"name": "y", "domain": "elsewhere"}}],
+             nats_consumers=[{"stream": "orders", "name": "c", "ack_wait": "30s", "max_deliver": 3},
+                             {"stream": "KV_cfg", "name": "watch"}],
+             nats_kv_buckets=[{"name": "cfg", "history": 5, "entries": {"a": "1"}}], nats_object_stores=[STORE],
+             nats_object_fetch=[FETCH, dict(FETCH, dest="/opt/copy.bin")])
+PEER = dict(nats_streams=[{"name": "x", "mirror": {"name": "y", "domain": "fleet-mirror-cycle-across-domains"}}])
+
+
+def fleet_hosts(rows, extra=()):
+    return dict((row_id, dict(ansible_connection="local", ansible_python_interpreter=sys.executable,
+                              nats_server_jetstream_domain=row_id, **variables))
+                for row_id, variables, _fragment in list(extra) + rows)
 
 
 def test_fleet_preflight_refuses_bad_inventory_before_anything_changes(tmp_path):
-    hosts = dict((row_id, dict(ansible_connection="local", ansible_python_interpreter=sys.executable,
-                               nats_server_jetstream_domain=row_id, **variables))
-                 for row_id, variables, _fragment in FLEET_ROWS + [("valid", dict(nats_object_stores=[STORE]), "")])
-    failures = preflight_failures(tmp_path, "nats_fleet", {"all": {"hosts": hosts, "vars": {
-        "nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_default_account": "TEST"}}})
+    """The fleet play's promise: a mistake in any item fails before the first change."""
+    hosts = fleet_hosts(FLEET_ROWS, [("valid", VALID, ""), ("cycle-peer", PEER, "")])
+    failures = preflight_failures(tmp_path, "nats_fleet", {"all": {"hosts": hosts, "vars": FLEET}})
     # one check for the whole fleet (it fails every host): every site's problem in its message, named with its
     # domain, the valid site's data not
     assert len(failures) == 1, failures
@@ -710,4 +802,17 @@ def test_fleet_preflight_refuses_bad_inventory_before_anything_changes(tmp_path)
              for row_id, _variables, fragment in FLEET_ROWS
              if "%s: %s" % (row_id, fragment.format(inventory=tmp_path)) not in message]
     assert not wrong, "\n".join(wrong)
-    assert "valid: " not in message, message
+    assert "valid: " not in message and "cycle-peer: " not in message, message
+
+
+@pytest.mark.parametrize("row", FLEET_WIDE_ROWS, ids=[row[0] for row in FLEET_WIDE_ROWS])
+def test_fleet_preflight_refuses_bad_accounts_and_exports_before_anything_changes(tmp_path, row):
+    row_id, variables, fragment = row
+    hosts = fleet_hosts([], [("valid", VALID, "")])
+    failures = preflight_failures(tmp_path, "nats_fleet", {"all": {"hosts": hosts, "vars": dict(FLEET, **variables)}})
+    assert fragment in failures.get("valid", ""), (row_id, failures)
+
+
+def test_fleet_preflight_passes_the_valid_fleet(tmp_path):
+    hosts = fleet_hosts([], [("valid", VALID, ""), ("elsewhere", dict(nats_streams=[{"name": "y", "subjects": ["y"]}]), "")])
+    assert preflight_failures(tmp_path, "nats_fleet", {"all": {"hosts": hosts, "vars": FLEET}}) == {}

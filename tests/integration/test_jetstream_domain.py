@@ -191,3 +191,104 @@ def test_bad_items_are_refused_before_anything_is_sent(hub_and_leaf):
         assert refused.get("failed") and where in refused["msg"] and field in refused["msg"], refused
         assert refused.get("actions", []) == [] and not refused.get("changed"), refused
     assert stream_count(hub_and_leaf["hub"]) == 0
+
+
+def stream_names(url):
+    with jetstream(url, "hub") as js:
+        return sorted(js.call("STREAM.NAMES").get("streams") or [])
+
+
+def consumer_names(url, stream):
+    with jetstream(url, "hub") as js:
+        return sorted(js.call("CONSUMER.NAMES.%s" % stream).get("consumers") or [])
+
+
+def test_checked_before_anything_is_written(hub_and_leaf, tmp_path):
+    """The module's promise: every refusal the run can foresee - items that are fine alone but not beside each
+    other, and consumers planned against their streams as the run leaves them - comes before the first change."""
+    hub = dict(servers=[hub_and_leaf["hub"]], domain="hub", timeout=3.0)
+    assert not run_module("jetstream_domain", dict(hub, streams=[{"name": "ORDERS", "subjects": ["orders.>"]}],
+                                                   consumers=[{"stream": "ORDERS", "name": "workers"}])).get("failed")
+    fresh = {"name": "FRESH", "subjects": ["fresh.>"]}
+    cases = [
+        # a cycle of copies: without the check, A was made before the server refused B
+        (dict(streams=[{"name": "A", "mirror": {"name": "B"}}, {"name": "B", "mirror": {"name": "A"}}]),
+         "streams[1] (B): mirror: copies in a cycle: stream 'B' copies from stream 'A', which copies from stream 'B'"),
+        (dict(streams=[fresh, {"name": "C", "subjects": ["c.>"], "sources": [{"name": "D"}]},
+                       {"name": "D", "subjects": ["d.>"], "sources": [{"name": "C"}]}]),
+         "streams[2] (D): sources[0]: copies in a cycle"),
+        # a consumer of a stream that neither exists nor is declared: without the look-up, FRESH was made first
+        (dict(streams=[fresh], consumers=[{"stream": "NOPE", "name": "c"}]),
+         "consumers[0] (c): consumer 'c' on stream 'NOPE' in domain 'hub': stream 'NOPE' does not exist in domain "
+         "'hub', and this run does not declare it"),
+        # what the server would refuse of a consumer on a stream the run makes, and of one it has
+        (dict(streams=[fresh], consumers=[{"stream": "FRESH", "name": "c", "ack_wait": "30s", "backoff": ["1s", "5s"]}]),
+         "consumers[0] (c): consumer 'c' on stream 'FRESH' in domain 'hub': ack_wait: the server replaces it"),
+        (dict(streams=[fresh], consumers=[{"stream": "ORDERS", "name": "workers", "deliver_policy": "new"}]),
+         "consumers[0] (workers): consumer 'workers' on stream 'ORDERS' in domain 'hub': nats-server cannot change "
+         "this on an existing consumer: deliver_policy"),
+        (dict(streams=[fresh, {"name": "ORDERS", "state": "absent"}], consumers=[{"stream": "ORDERS", "name": "w"}]),
+         "consumers[0] (w): consumer 'w' on stream 'ORDERS' in domain 'hub': this run deletes its stream 'ORDERS'"),
+        # one thing declared twice would change back and forth on every run
+        (dict(streams=[fresh], consumers=[{"stream": "FRESH", "name": "c", "max_deliver": 3},
+                                          {"stream": "FRESH", "name": "c", "max_deliver": 4}]),
+         "consumers[1] (c): consumer 'c' on stream 'FRESH' is declared twice, also at consumers[0] (c)"),
+        (dict(streams=[fresh], object_stores=[{"name": "files", "objects": [{"name": "a", "content": "a"},
+                                                                            {"name": "b", "content": "b"}]}],
+              fetches=[{"bucket": "files", "name": "a", "dest": str(tmp_path / "f")},
+                       {"bucket": "files", "name": "b", "dest": str(tmp_path / "f")}]),
+         "fetches[1] (files/b): dest %s (the file an object is written to) is declared twice, also at fetches[0] "
+         "(files/a)" % (tmp_path / "f")),
+        # a stream named like a bucket's
+        (dict(streams=[{"name": "KV_cfg", "subjects": ["cfg.>"]}], kv_buckets=[{"name": "cfg"}]),
+         "kv_buckets[0] (cfg): stream 'KV_cfg' is declared more than once"),
+    ]
+    for change, message in cases:
+        for check_mode in (True, False):
+            refused = run_module("jetstream_domain", dict(hub, **change), check_mode=check_mode)
+            assert refused.get("failed") and message in refused["msg"], (message, refused)
+            assert refused.get("actions") == [] and not refused.get("changed"), refused
+            assert stream_names(hub_and_leaf["hub"]) == ["ORDERS"], (message, refused)
+    assert consumer_names(hub_and_leaf["hub"], "ORDERS") == ["workers"]
+
+
+def test_a_refusal_after_changes_undoes_what_the_run_made(hub_and_leaf):
+    """Where the server refuses what no plan can know (a subject another stream of the account takes, a stream's
+    consumer limit), after other changes were made: the streams and consumers the run made are deleted again, and
+    the message says so and what stays changed."""
+    hub = dict(servers=[hub_and_leaf["hub"]], domain="hub", timeout=3.0)
+    made = run_module("jetstream_domain", dict(hub, streams=[{"name": "ORDERS", "subjects": ["orders.>"]}]))
+    assert not made.get("failed"), made
+    refused = run_module("jetstream_domain", dict(hub, streams=[
+        {"name": "FRESH", "subjects": ["fresh.>"]}, {"name": "COPYCAT", "subjects": ["orders.new"]}],
+        kv_buckets=[{"name": "cfg", "entries": {"a": "1"}}],
+        consumers=[{"stream": "ORDERS", "name": "early"}]))
+    assert refused.get("failed") and "stream 'COPYCAT' in domain 'hub': the server refused to create it" in refused["msg"]
+    assert refused["msg"].endswith("; this run deleted what it had made: stream 'FRESH'"), refused["msg"]
+    assert not refused["changed"], refused
+    assert stream_names(hub_and_leaf["hub"]) == ["ORDERS"]
+    assert [(s["name"], s["action"], s.get("undone")) for s in refused["streams"]] == [
+        ("FRESH", "create", True), ("COPYCAT", "create", None)], refused["streams"]
+    # the bucket's stream came after the refused one, the consumer after the streams: neither was made
+    assert [a["subject"].rsplit(".", 2)[-2:] for a in refused["actions"]] == [
+        ["CREATE", "FRESH"], ["CREATE", "COPYCAT"], ["DELETE", "FRESH"]], refused["actions"]
+
+    # a consumer the server refuses (the stream takes one consumer), after a stream update, a new stream and a
+    # consumer on the stream that was there: the update stays, the rest is deleted
+    refused = run_module("jetstream_domain", dict(hub, streams=[
+        {"name": "ORDERS", "subjects": ["orders.>"], "max_age": "1d"},
+        {"name": "FRESH", "subjects": ["fresh.>"], "max_consumers": 1}],
+        consumers=[{"stream": "ORDERS", "name": "early"}, {"stream": "FRESH", "name": "one"},
+                   {"stream": "FRESH", "name": "two"}]))
+    assert refused.get("failed") and "consumer 'two' on stream 'FRESH'" in refused["msg"], refused
+    assert "this run deleted what it had made: consumer 'early' on stream 'ORDERS', stream 'FRESH'" in refused["msg"]
+    assert "these changes stay: stream 'ORDERS' (update)" in refused["msg"] and refused["changed"], refused["msg"]
+    assert stream_names(hub_and_leaf["hub"]) == ["ORDERS"] and consumer_names(hub_and_leaf["hub"], "ORDERS") == []
+    assert [(c["name"], c.get("undone")) for c in refused["consumer_results"]] == [("early", True), ("one", True)]
+    # the next run makes it all, once the cause is gone, and a second changes nothing
+    fixed = dict(hub, streams=[{"name": "ORDERS", "subjects": ["orders.>"], "max_age": "1d"},
+                               {"name": "FRESH", "subjects": ["fresh.>"], "max_consumers": 2}],
+                 consumers=[{"stream": "ORDERS", "name": "early"}, {"stream": "FRESH", "name": "one"},
+                            {"stream": "FRESH", "name": "two"}])
+    assert run_module("jetstream_domain", fixed)["changed"]
+    assert not run_module("jetstream_domain", fixed)["changed"]

@@ -3,7 +3,8 @@
 import pytest
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
-from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError, is_copy, where
+from ansible_collections.nats_edge.fleet.plugins.module_utils._items import (
+    ItemChecker, ItemError, check_list, is_copy, refuse_twins, refuse_unknown, where)
 
 SPEC = dict(name=dict(type="str", required=True), replicas=dict(type="int", default=1, aliases=["r"]),
             password=dict(type="str", no_log=True))
@@ -56,3 +57,43 @@ def test_no_log_values_are_collected_for_the_module():
 def test_is_copy():
     assert is_copy({"mirror": {"name": "a"}}) and is_copy({"sources": [{"name": "a"}]})
     assert not is_copy({"subjects": ["a"]}) and not is_copy({"sources": []}) and not is_copy(None)
+
+
+def _unique_names(items):
+    """A check of a whole list, in order: each name once."""
+    seen = set()
+    for item in items:
+        if item["name"] in seen:
+            raise NatsEdgeError("%r is declared more than once" % item["name"])
+        seen.add(item["name"])
+    return len(items)
+
+
+def always_fails(_part):
+    raise NatsEdgeError("always")
+
+
+def test_a_list_check_names_the_item_at_which_the_list_fails():
+    items = [{"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": "b"}, {"name": "a"}]
+    places = [where("streams", index, item["name"]) for index, item in enumerate(items)]
+    assert check_list(places[:3], items[:3], _unique_names) == 3
+    with pytest.raises(ItemError, match=r"^streams\[3\] \(b\): 'b' is declared more than once$") as caught:
+        check_list(places, items, _unique_names)
+    assert isinstance(caught.value.__cause__, NatsEdgeError)
+    # a check that fails whatever the items (nothing to name) raises its own error
+    with pytest.raises(NatsEdgeError, match="^always$"):
+        check_list([], [], always_fails)
+
+
+def test_twins_are_refused_naming_both():
+    items = [{"dest": "/a"}, {"dest": "/b"}, {"dest": "/a"}]
+    places = ["fetches[%d]" % index for index in range(3)]
+    refuse_twins(places[:2], items[:2], lambda item: [item["dest"]], lambda dest: "dest %s" % dest)
+    with pytest.raises(ItemError, match=r"^fetches\[2\]: dest /a is declared twice, also at fetches\[0\]; declare it once"):
+        refuse_twins(places, items, lambda item: [item["dest"]], lambda dest: "dest %s" % dest)
+
+
+def test_unknown_keys_are_refused_with_what_takes_them():
+    refuse_unknown("s", {"name": "a", "r": 1, "hosts": []}, SPEC, accepted=("hosts",))
+    with pytest.raises(ItemError, match=r"^s: unknown option host; nsc_account takes name, password, replicas, hosts$"):
+        refuse_unknown("s", {"name": "a", "host": 1}, SPEC, "nsc_account", ("hosts",))
