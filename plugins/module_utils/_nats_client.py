@@ -391,13 +391,8 @@ class NatsClient(object):
         batch, acks = messages, {}
         while True:
             subjects = []
-
-            def framed(items, subjects=subjects):
-                for subject, data, headers in items:
-                    subjects.append(subject if prefix == API else "%s.%s" % (prefix, subject))
-                    yield subjects[-1], data, headers
             try:
-                replies = self.request_many(framed(batch))
+                replies = self.request_many(_under_prefix(batch, prefix, subjects))
             except NoReplyError as exc:
                 raise NoReplyError("%sno stream acknowledged the messages for stream %s %s: %s; check that the "
                                    "stream exists there and has a leader" % (
@@ -565,6 +560,13 @@ class JetStream(object):
         if check_mode:
             return None
         return self.call(name, body)
+
+
+def _under_prefix(messages, prefix, subjects):
+    """``messages`` with each subject under ``prefix`` (bare under the local API), each one noted in ``subjects``."""
+    for subject, data, headers in messages:
+        subjects.append(subject if prefix == API else "%s.%s" % (prefix, subject))
+        yield subjects[-1], data, headers
 
 
 def _stream_sequence(reply):

@@ -155,7 +155,7 @@ def test_the_cluster_routes_to_the_address_a_member_advertises_and_verifies_it_b
     does not lead to the server leaves that route out (a peer's address that its certificate no longer states
     does the same, after a restart gives it another)."""
     ca = CA(tmp_path, FLEET_CA)
-    ports = [free_port() for _ in range(3)]
+    ports = [free_port(), free_port(), free_port()]
 
     def node(index, advertise):
         """n1 routes to n2, n2 and n3 to n1."""

@@ -144,6 +144,24 @@ def _intact(js, bucket, nuid, chunks):
     return _chunk_subjects(js, bucket, subject).get(subject, 0) == chunks
 
 
+def _chunks(source, subject, totals):
+    """``source`` (a path or bytes) in chunks to publish on ``subject``, counted into ``totals`` as they go."""
+    handle = open(source, "rb") if isinstance(source, str) else None
+    try:
+        offset = 0
+        while True:
+            block = handle.read(kv.CHUNK_SIZE) if handle else source[offset:offset + kv.CHUNK_SIZE]
+            offset += len(block)
+            if not block:
+                return
+            totals["size"] += len(block)
+            totals["chunks"] += 1
+            yield subject, block, None
+    finally:
+        if handle:
+            handle.close()
+
+
 def upload(client, js, bucket, name, source, digest, description=None, metadata=None, previous=None):
     """Write an object: its chunks pipelined, then its metadata (a rollup of its subject), then drop every chunk
     subject of the object that the stored metadata does not name (the version it replaces, ``previous``, and
@@ -157,24 +175,8 @@ def upload(client, js, bucket, name, source, digest, description=None, metadata=
         subject = kv.chunk_subject(bucket, nuid)
         totals = {"size": 0, "chunks": 0}
 
-        def chunks(subject=subject, totals=totals):
-            handle = open(source, "rb") if isinstance(source, str) else None
-            try:
-                offset = 0
-                while True:
-                    block = handle.read(kv.CHUNK_SIZE) if handle else source[offset:offset + kv.CHUNK_SIZE]
-                    offset += len(block)
-                    if not block:
-                        return
-                    totals["size"] += len(block)
-                    totals["chunks"] += 1
-                    yield subject, block, None
-            finally:
-                if handle:
-                    handle.close()
-
         try:
-            _publish(client, js, bucket, chunks(), where)
+            _publish(client, js, bucket, _chunks(source, subject, totals), where)
         except NatsEdgeError:
             try:
                 _purge(js, bucket, [subject])  # what was written of them is named by no metadata
