@@ -17,6 +17,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClient
 from conftest import jetstream, run_module
+from test_jetstream_objects import nats_py_get
 
 KV = "jetstream_kv"
 OBJECTS = "jetstream_object_store"
@@ -43,17 +44,6 @@ def version(hub_and_leaf):
 
 def wait_for(server, predicate):
     server.wait(predicate, timeout=30)
-
-
-def nats_py_object(url, bucket, name, domain):
-    async def read():
-        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=3)
-        try:
-            store = await nc.jetstream(domain=domain).object_store(bucket)
-            return (await store.get(name)).data
-        finally:
-            await nc.close()
-    return asyncio.run(read())
 
 
 def kv_value(url, bucket, key, domain):
@@ -207,7 +197,7 @@ def test_an_object_name_of_1024_bytes_is_written_copied_and_read(hub_and_leaf, t
     store = dict(hub, name="long", objects=[{"name": name, "content": "long names work"}])
     assert run_module(OBJECTS, store)["uploaded"] == [name]
     assert not run_module(OBJECTS, store)["changed"]
-    assert nats_py_object(hub_and_leaf["hub"], "long", name, "hub") == b"long names work"
+    assert nats_py_get(hub_and_leaf["hub"], "long", name, "hub") == b"long names work"
     assert run_module(OBJECTS, dict(leaf, name="long", mirror={"name": "long", "domain": "hub"}))["changed"]
     fetch = dict(leaf, bucket="long", name=name, dest=str(tmp_path / "long.txt"))
     wait_for(hub_and_leaf["leaf_server"], lambda: not run_module("jetstream_object_fetch", fetch).get("failed"))
@@ -229,9 +219,9 @@ def test_a_string_is_stored_as_it_is_and_anything_else_as_json(hub_and_leaf):
     store = dict(hub, name="vals", objects=objects_)
     assert run_module(OBJECTS, store)["uploaded"] == ["config", "count", "plain"]
     assert not run_module(OBJECTS, store)["changed"]
-    assert nats_py_object(hub_and_leaf["hub"], "vals", "plain", "hub") == b"stable"
-    assert nats_py_object(hub_and_leaf["hub"], "vals", "config", "hub") == b'{"mode":"edge","ports":[4222]}'
-    assert nats_py_object(hub_and_leaf["hub"], "vals", "count", "hub") == b"5"
+    assert nats_py_get(hub_and_leaf["hub"], "vals", "plain", "hub") == b"stable"
+    assert nats_py_get(hub_and_leaf["hub"], "vals", "config", "hub") == b'{"mode":"edge","ports":[4222]}'
+    assert nats_py_get(hub_and_leaf["hub"], "vals", "count", "hub") == b"5"
 
 
 def test_object_metadata_is_text_numbers_and_booleans_as_their_text(hub_and_leaf):
@@ -300,7 +290,7 @@ def test_uploads_of_one_object_leave_no_chunk_the_stored_metadata_does_not_name(
     meta = stored_meta(hub_and_leaf["hub"], "race", "fw.bin")
     assert subjects == [kv.chunk_subject("race", meta["nuid"])], subjects
     assert stored_bytes < len(two) + 64 * 1024
-    assert nats_py_object(hub_and_leaf["hub"], "race", "fw.bin", "hub") == two
+    assert nats_py_get(hub_and_leaf["hub"], "race", "fw.bin", "hub") == two
 
 
 def test_concurrent_uploads_of_one_object_leave_no_chunk_behind(hub_and_leaf, tmp_path):
@@ -326,7 +316,7 @@ def test_concurrent_uploads_of_one_object_leave_no_chunk_behind(hub_and_leaf, tm
         subjects, stored_bytes = chunk_subjects(hub_and_leaf["hub"], "fw")
         assert subjects == [kv.chunk_subject("fw", meta["nuid"])], (trial, subjects)
         assert stored_bytes < 21 * 1024 * 1024, (trial, stored_bytes)
-        data = nats_py_object(hub_and_leaf["hub"], "fw", "gw.bin", "hub")
+        data = nats_py_get(hub_and_leaf["hub"], "fw", "gw.bin", "hub")
         assert hashlib.sha256(data).digest() in [hashlib.sha256(f.read_bytes()).digest() for f in files], trial
         assert not run_module(OBJECTS, dict(hub, name="fw", objects=[{"name": "gw.bin", "src": str(
             files[[f.read_bytes() for f in files].index(data)])}]))["changed"]
