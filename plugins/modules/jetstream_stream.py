@@ -595,7 +595,9 @@ diff:
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
+from ansible_collections.nats_edge.fleet.plugins.module_utils._items import where
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.domain import refuse_stream_cycles
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import AccountStreams
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     nats_module, require_nats_py)
@@ -606,6 +608,9 @@ def main():
                          required_one_of=[["name", "streams"]], mutually_exclusive=[["name", "streams"]])
     try:
         declared = js_stream.desired_items(module.params)
+        places = [where("streams", index, desired.name) for index, desired in enumerate(declared)] \
+            if module.params.get("streams") is not None else ["stream %r" % desired.name for desired in declared]
+        refuse_stream_cycles(declared, places, module.params.get("domain"))
     except NatsEdgeError as exc:
         fail_from(module, exc, changed=False, actions=[])
     for desired in declared:

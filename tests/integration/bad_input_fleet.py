@@ -6,7 +6,15 @@ FRESH = {"name": "FRESH", "subjects": ["fresh.>"]}
 def rows(table):
     """(id, module, arguments, message fragment) rows; ``table`` is test_bad_input, for its constants."""
     js, domain = table.JS, table.DOMAIN
+    stream = table.STREAM
     return [
+        # -- jetstream_stream: a stream copying itself, a cycle among the streams of one run --------------------
+        ("stream-sources-itself", stream, dict(js, name="SELF", subjects=["self.>"], sources=[{"name": "SELF"}]),
+         "stream 'SELF': sources[0]: copies in a cycle: stream 'SELF' copies from stream 'SELF'"),
+        ("stream-bulk-mirror-cycle", stream, dict(js, streams=[FRESH, {"name": "CA", "mirror": {"name": "CB"}},
+                                                               {"name": "CB", "mirror": {"name": "CA"}}]),
+         "streams[2] (CB): mirror: copies in a cycle: stream 'CB' copies from stream 'CA', which copies from "
+         "stream 'CB'"),
         # -- jetstream_domain: items fine alone, not beside each other; refused before anything is written -------
         ("domain-mirror-cycle", domain, dict(js, streams=[FRESH, {"name": "A", "mirror": {"name": "B"}},
                                                           {"name": "B", "mirror": {"name": "A"}}]),

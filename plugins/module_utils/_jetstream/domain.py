@@ -143,11 +143,18 @@ def checked_lists(items, module, places=None, creds=None, domain=None):
     declared = check_list(stream_places, items["streams"] + bucket_streams + store_streams, lambda part: (
         js_stream.desired_items(dict(streams=part, state="present", on_immutable_change="fail", allow_data_loss=False,
                                      creds=creds))))
+    refuse_stream_cycles(declared, stream_places, domain)
+    return Declared(buckets, wanted, configs, declared)
+
+
+def refuse_stream_cycles(declared, places, domain=None):
+    """Refuse a cycle of copies among the streams a run declares (``declared``: js_stream.desired_items' streams,
+    ``places``: how errors name them, ``domain``: the run's) before anything is sent: jetstream_domain's and
+    jetstream_stream's runs."""
     refuse_copy_cycle([((desired.creds, desired.name), place, desired.config)
-                       for place, desired in zip(stream_places, declared) if desired.state == "present"],
+                       for place, desired in zip(places, declared) if desired.state == "present"],
                       lambda key, origin_domain, name: (key[0], name) if origin_domain in (None, domain) else None,
                       lambda key: "stream %r%s" % (key[1], js_stream.account_label(key[0])))
-    return Declared(buckets, wanted, configs, declared)
 
 
 def _at(place, check, item):
