@@ -96,9 +96,7 @@ dot:
   type: str
 """
 
-from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import graph
@@ -118,11 +116,9 @@ def main():
                                      ARGUMENT_SPEC)
     if given:
         fail_from(module, given)
-    p = module.params
-    if jwt.nkeys is None:
-        module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
     try:
-        result = listing(p)
+        nsc.require_nkeys()
+        result = listing(module.params)
     except NatsEdgeError as exc:
         fail_from(module, exc)
     module.exit_json(**result)

@@ -177,7 +177,6 @@ diff:
 import os
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import bulk
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import common as nsc
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import account
@@ -214,11 +213,9 @@ def main():
     if given:
         fail_from(module, given)
     p = module.params
-    if jwt.nkeys is None:
-        from ansible.module_utils.basic import missing_required_lib
-        module.fail_json(msg=missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
-    nsc.warn_loose_keys_dir(module, p["keys_dir"])
     try:
+        nsc.require_nkeys()
+        nsc.warn_loose_keys_dir(module, p["keys_dir"])
         stages = checked_stages(module)
     except NatsEdgeError as exc:
         fail_from(module, exc)

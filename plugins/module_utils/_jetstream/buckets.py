@@ -107,14 +107,12 @@ def check_key(bucket, key):
     return key
 
 
+# what YAML gave, in words (bool before int: a boolean is an int to Python)
+_KINDS = ((type(None), "null"), (bool, "a boolean"), ((int, float), "a number"), (dict, "a mapping"))
+
+
 def _a_kind(value):
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return "a %s" % {"dict": "mapping"}.get(type(value).__name__, type(value).__name__)
+    return next((kind for types, kind in _KINDS if isinstance(value, types)), "a %s" % type(value).__name__)
 
 
 def _count(bucket, field, value, low, high, allowed):

@@ -22,14 +22,12 @@ items before it did.
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import missing_required_lib
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError, where
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import require_nats_py
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.common import (
-    check_given, system_account_name, warn_loose_keys_dir)
+    check_given, require_nkeys, system_account_name, warn_loose_keys_dir)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store, directory_lock
 
 # the single form's spec and its constraints, less these task-level options
@@ -219,8 +217,7 @@ def task(module, converge, key=None, item_spec=None, label=None, push=False, kin
     """An nsc module's run once its options are parsed: the nkeys library, the keys directory's mode, nats-py
     when the run pushes, then the bulk form (``module.params[key]`` set) or the single one. The module's result,
     or a NatsEdgeError carrying it; the module's main() exits or fails with it."""
-    if jwt.nkeys is None:
-        raise NatsEdgeError(missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
+    require_nkeys()
     warn_loose_keys_dir(module, module.params["keys_dir"])
     if push:
         require_nats_py(module.params)

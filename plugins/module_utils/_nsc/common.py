@@ -17,7 +17,7 @@ import os
 import stat
 import time
 
-from ansible.module_utils.basic import env_fallback
+from ansible.module_utils.basic import env_fallback, missing_required_lib
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
@@ -153,6 +153,12 @@ def check_given(spec, params):
     if problem:
         raise StoreError(problem)
     return params
+
+
+def require_nkeys():
+    """Raise, worded as ansible's missing_required_lib with the import's traceback, when nkeys is missing."""
+    if jwt.nkeys is None:
+        raise NatsEdgeError(missing_required_lib(jwt.NKEYS), exception=jwt._IMPORT_ERROR)
 
 
 def build_module(build, spec):

@@ -7,6 +7,7 @@ import os
 import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._items import ItemChecker, ItemError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc import account, bulk, export, operator, user
@@ -137,7 +138,7 @@ class _Module(object):
 
 
 def test_a_task_without_the_nkeys_library_raises_before_anything(monkeypatch):
-    monkeypatch.setattr(bulk.jwt, "nkeys", None)
+    monkeypatch.setattr(jwt, "nkeys", None)
     with pytest.raises(NatsEdgeError, match="nkeys") as caught:
         bulk.task(_Module(), lambda run: pytest.fail("converged without nkeys"))
     assert "exception" in caught.value.result
