@@ -577,6 +577,7 @@ def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_di
     Returns {"fetches": [{account, creds, bucket, name, cache, args}], "copies": {host: [{src, dest, path (= dest),
     kind (file), mode, owner, group}]}}; ``args``, an item of jetstream_domain's ``fetches`` that writes the
     cache file (0600)."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer
     fetches, copies = {}, {}
     for host in hosts:
         # hostvars come raw (rendering every host's variables costs more than the plan): only these items are read
@@ -590,9 +591,9 @@ def object_fetches(hostvars, hosts, default_account, creds_dir, admins, cache_di
             fetches.setdefault(cache, {"account": account, "creds": creds, "bucket": item["bucket"], "name": item["name"],
                                        "cache": cache, "args": {"bucket": item["bucket"], "name": item["name"],
                                                                 "dest": cache, "mode": "0600", "creds": creds}})
-            mode = item.get("mode") or "0644"
-            # a mode written unquoted in YAML (0640) arrives as a number: as an octal string it compares with a host's
-            mode = "%04o" % mode if isinstance(mode, int) else mode
+            # the mode as the preflight checked it (0644 when none is given), as the octal string a host's mode is
+            # compared as: "644", and YAML's number for an unquoted 0640, are "0644" and "0640" there
+            mode = "%04o" % object_transfer.file_mode(item.get("mode"))
             # path and kind: the copy as nats_server_stale_paths compares it with a host's file
             copies.setdefault(host, []).append({"src": cache, "dest": item["dest"], "path": item["dest"], "kind": "file",
                                                 "mode": mode, "owner": item.get("owner"), "group": item.get("group")})

@@ -289,7 +289,7 @@ def test_object_fetches_read_each_object_once_per_domain_and_copy_it_to_every_ho
         "s1": {"nats_object_fetch": [{"bucket": "files", "name": "models/v2.onnx", "dest": "/opt/m.onnx"},
                                      {"bucket": "files", "name": "CHANNEL", "dest": "/etc/ch", "mode": "0600", "owner": "app"}]},
         "s2": {"nats_object_fetch": [{"bucket": "files", "name": "models/v2.onnx", "dest": "/srv/m.onnx", "mode": 0o644}]},
-        "s3": {},
+        "s3": {"nats_object_fetch": [{"bucket": "files", "name": "models/v2.onnx", "dest": "/srv/m.onnx", "mode": "640"}]},
     }
     plan = _fleet.object_fetches(hostvars, ["s1", "s2", "s3"], "TEST", "/f/creds", {"TEST": "leaf"}, "/f/objects", "spoke-1")
     model = "/f/objects/spoke-1/TEST/files/models%2Fv2.onnx"
@@ -306,7 +306,9 @@ def test_object_fetches_read_each_object_once_per_domain_and_copy_it_to_every_ho
                dict(file, src="/f/objects/spoke-1/TEST/files/CHANNEL", dest="/etc/ch", path="/etc/ch", mode="0600",
                     owner="app")],
         # a mode written unquoted in YAML, read as a number, is the octal string a host's state is compared with
-        "s2": [dict(file, src=model, dest="/srv/m.onnx", path="/srv/m.onnx", mode="0644")]}
+        "s2": [dict(file, src=model, dest="/srv/m.onnx", path="/srv/m.onnx", mode="0644")],
+        # three digits are the four a host's mode is read as: the copy converges
+        "s3": [dict(file, src=model, dest="/srv/m.onnx", path="/srv/m.onnx", mode="0640")]}
     with pytest.raises(_fleet.FleetError, match=re.escape("s1: nats_object_fetch (files/x).account: account 'B' has no user")):
         _fleet.object_fetches({"s1": {"nats_object_fetch": [{"bucket": "files", "name": "x", "dest": "/x", "account": "B"}]}},
                               ["s1"], "TEST", "/c", {"TEST": "leaf"}, "/o")
