@@ -22,6 +22,10 @@ description:
   - With O(objects), O(servers) must be servers of the store's domain O(domain), as the servers carry no object data
     from one domain to another. A task connected to another domain is refused before anything is created or written.
     Every chunk and metadata write must be acknowledged by the store's stream.
+  - Servers that share an account over leaf links hand an object write to every store of that name whose servers
+    the write reaches. Give a store that takes objects in one domain no namesake that takes objects in another
+    (copies made with O(mirror) take none), or keep the account's leaf links from carrying C($O.>). A write that
+    another domain's store acknowledges fails, naming both domains.
   - After an object's metadata is written, every chunk of that object the stored metadata does not name is purged -
     the version it replaces, and those of an upload of the same object by another run at the same time (that
     upload writes its chunks again when they were purged before its metadata was written), so no upload leaves
