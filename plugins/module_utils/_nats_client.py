@@ -384,7 +384,7 @@ class NatsClient(object):
         again after each of NO_STREAM_RETRIES when ``messages`` is a list, then refused, as is an error ack;
         ``what`` names what was written in the message."""
         prefix = api_prefix.rstrip(".")
-        where = "in domain %r" % domain if domain else "through %s" % prefix if prefix != API else "in the local domain"
+        where = _place(domain, prefix)
         retry = isinstance(messages, list)
         delays = iter(NO_STREAM_RETRIES if retry else ())
         positions = list(range(len(messages))) if retry else None
@@ -499,13 +499,12 @@ class JetStream(object):
         elif domain:
             self.prefix = "$JS.%s.API" % domain
         else:
-            self.prefix = "$JS.API"
+            self.prefix = API
         self.actions = []
         self._registered = False
 
     def where(self):
-        return "in domain %r" % self.domain if self.domain else (
-            "through %s" % self.prefix if self.prefix != "$JS.API" else "in the local domain")
+        return _place(self.domain, self.prefix)
 
     def call(self, name, body=None, timeout=None):
         """Send one API request and return its reply; error replies raise."""
@@ -560,6 +559,11 @@ class JetStream(object):
         if check_mode:
             return None
         return self.call(name, body)
+
+
+def _place(domain, prefix):
+    """Where an API prefix leads, for messages: a domain, an import's prefix, or the connected server's domain."""
+    return "in domain %r" % domain if domain else "through %s" % prefix if prefix != API else "in the local domain"
 
 
 def _under_prefix(messages, prefix, subjects):
