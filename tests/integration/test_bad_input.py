@@ -813,6 +813,36 @@ def test_fleet_preflight_refuses_bad_accounts_and_exports_before_anything_change
     assert fragment in failures.get("valid", ""), (row_id, failures)
 
 
+# the monitoring stage's settings, as the inventory gives them to the monitoring host, and the streams' age thresholds:
+# (id, the monitoring host's variables, its streams, message fragment); each row a fleet of its own, refused by the
+# preflight before the first stage changes anything
+MONITORING_ROWS = [
+    ("monitoring-duration-a-number", dict(nats_monitoring_site_down_for=5), [],
+     "valid: nats_monitoring_site_down_for: 5 is not a Prometheus duration (such as '30s', '5m' or '1h30m')"),
+    ("monitoring-count-words", dict(nats_monitoring_source_lag_messages="many"), [],
+     "valid: nats_monitoring_source_lag_messages: 'many' is not a number"),
+    ("monitoring-ratio-above-one", dict(nats_monitoring_stream_limit_ratio=90), [],
+     "valid: nats_monitoring_stream_limit_ratio: 90 is not a ratio between 0 (excluded) and 1"),
+    ("monitoring-severity-unknown", dict(nats_monitoring_site_unreachable_severity="page"), [],
+     "valid: nats_monitoring_site_unreachable_severity: 'page' is not a severity (critical, warning, info)"),
+    ("monitoring-host-not-in-inventory", dict(nats_monitoring_collect_from=["hub-9"]), [],
+     "valid: nats_monitoring_collect_from[0]: the host 'hub-9' is not in the inventory"),
+    ("monitoring-stream-age-not-a-duration", {}, [{"name": "aged", "subjects": ["aged.>"],
+                                                   "metadata": {"io.nats.monitor.msg-age": "soon"}}],
+     "valid: nats_streams[2] (aged).metadata[io.nats.monitor.msg-age]: 'soon' is not a duration"),
+]
+
+
+@pytest.mark.parametrize("row", MONITORING_ROWS, ids=[row[0] for row in MONITORING_ROWS])
+def test_fleet_preflight_refuses_bad_monitoring_settings_before_anything_changes(tmp_path, row):
+    row_id, variables, streams, fragment = row
+    hosts = fleet_hosts([], [("valid", dict(VALID, nats_streams=VALID["nats_streams"] + streams, **variables), "")])
+    inventory = {"all": {"hosts": hosts, "vars": FLEET, "children": {
+        "nats_servers": {"hosts": {"valid": {}}}, "monitoring": {"hosts": {"valid": {}}}}}}
+    failures = preflight_failures(tmp_path, "nats_fleet", inventory)
+    assert fragment in failures.get("valid", ""), (row_id, failures)
+
+
 def test_fleet_preflight_passes_the_valid_fleet(tmp_path):
     hosts = fleet_hosts([], [("valid", VALID, ""), ("elsewhere", dict(nats_streams=[{"name": "y", "subjects": ["y"]}]), "")])
     assert preflight_failures(tmp_path, "nats_fleet", {"all": {"hosts": hosts, "vars": FLEET}}) == {}

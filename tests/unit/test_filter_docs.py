@@ -10,18 +10,19 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.nats_edge.fleet.plugins.filter import nats_fleet, nats_rollout, nats_rotate, nats_server
+from ansible_collections.nats_edge.fleet.plugins.filter import nats_fleet, nats_monitoring, nats_rollout, nats_rotate, nats_server
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FILTER_DIR = os.path.join(ROOT, "plugins", "filter")
 FILTERS = {**nats_server.FilterModule().filters(), **nats_rollout.FilterModule().filters(),
-           **nats_fleet.FilterModule().filters(), **nats_rotate.FilterModule().filters()}
+           **nats_fleet.FilterModule().filters(), **nats_rotate.FilterModule().filters(),
+           **nats_monitoring.FilterModule().filters()}
 # filters taking **kwargs hand them to these functions
 KEYWORDS_FROM = {"nats_server_profile": sc.resource_profile}
 # examples that depend on the inventory, or whose result is text shown over several lines
 WITHOUT_STATED_RESULTS = ({"nats_server_peer_urls", "to_nats_conf"} | set(nats_fleet.FilterModule().filters())
-                          | set(nats_rotate.FilterModule().filters()))
+                          | set(nats_rotate.FilterModule().filters()) | set(nats_monitoring.FilterModule().filters()))
 
 
 def docs(name):

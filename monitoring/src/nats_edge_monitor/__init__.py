@@ -1,0 +1,1 @@
+"""The nats_edge.fleet collector and status page."""
