@@ -34,4 +34,5 @@ nitpicky = True
 nitpick_ignore = [
     ("std:ref", "ansible_configuration_settings"),
     ("std:ref", "common_return_values"),
+    ("std:ref", "callback_plugins"),
 ]
