@@ -247,3 +247,14 @@ def test_config_errors_name_the_field(change, message):
     with pytest.raises(ConfigError) as raised:
         check_config(config)
     assert message in str(raised.value)
+
+
+def test_a_sources_site_comes_from_its_api_prefix_a_domains_or_an_imported_ones():
+    from nats_edge_monitor import metrics
+
+    sites = {"hub", "spoke-1"}
+    assert metrics._origin({"name": "t", "external": {"api": "$JS.spoke-1.API"}}, "hub", sites) == ("t", "spoke-1")
+    assert metrics._origin({"name": "t", "external": {"api": "$JS.leafacc.spoke-1.API"}}, "hub", sites) == (
+        "t", "spoke-1")
+    assert metrics._origin({"name": "t", "external": {"api": "JS.test@hub.API"}}, "hub", sites) == ("t", "hub")
+    assert metrics._origin({"name": "t"}, "spoke-1", sites) == ("t", "spoke-1")

@@ -189,13 +189,16 @@ def _stream_leader(stream, answering):
     return cluster.get("leader") or answering
 
 
-def _origin(source, site):
-    """(stream name, site) of a source or mirror: its domain from external.api ``$JS.<domain>.API``."""
+def _origin(source, site, sites=()):
+    """(stream name, site) of a source or mirror: its domain from external.api ``$JS.<domain>.API``, or from an
+    imported API prefix whose last token before ``API`` is a site of the fleet (``$JS.leafacc.spoke-1.API``)."""
     external = source.get("external") if isinstance(source.get("external"), dict) else {}
     api = external.get("api") or ""
     parts = api.split(".")
     if len(parts) == 3 and parts[0] == "$JS" and parts[2] == "API" and parts[1]:
         return source.get("name") or "", parts[1]
+    if len(parts) > 3 and parts[-1] == "API" and parts[-2] in sites:
+        return source.get("name") or "", parts[-2]
     return source.get("name") or "", site
 
 
@@ -269,7 +272,7 @@ def _stream_series(out, fleet, config, site, server, account, stream, now):
     for kind, source in sources:
         if not isinstance(source, dict) or not source.get("name"):
             continue
-        origin, origin_site = _origin(source, site)
+        origin, origin_site = _origin(source, site, set(fleet.declared.values()))
         source_labels = labels + ("source", "source_site", "kind")
         source_values = values + (origin, origin_site, kind)
         out.add("nats_stream_source_lag_messages", "messages of the origin not yet copied", source_labels,
