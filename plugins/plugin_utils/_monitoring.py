@@ -234,10 +234,12 @@ def _not_after(path):
     return int(after.timestamp()) if after.tzinfo else int((after - after.__class__(1970, 1, 1)).total_seconds())
 
 
-def leaf_links(hostvars, servers, system_account="SYS", monitor_links=True):
+def leaf_links(hostvars, servers, system_account="SYS", monitor_links=True, names=None):
     """[{server, site, account}]: each leaf remote a server declares that names an account (the system
     account's remote by that account's name), and with ``monitor_links`` the system account's link the fleet
-    gives every server with leaf remotes (nats_fleet_monitoring)."""
+    gives every server with leaf remotes (nats_fleet_monitoring). ``names``: {public key: name}, for remotes
+    the servers stage of the same run has already resolved to public keys."""
+    names = names or {}
     links = []
     for host in servers:
         accounts = []
@@ -245,6 +247,7 @@ def leaf_links(hostvars, servers, system_account="SYS", monitor_links=True):
             if not isinstance(remote, dict):
                 continue
             account = remote.get("account") or (system_account if remote.get("system_account") else None)
+            account = names.get(account, account)
             if account and account not in accounts:
                 accounts.append(account)
         if monitor_links and accounts and system_account not in accounts:
@@ -261,6 +264,7 @@ def targets(hostvars, servers, fleet_dir, operator, collect_from, system_account
     names = {host: str(hostvars[host].get("nats_server_name") or host) for host in servers}
     sites = {host: _domain(hostvars, host) or host for host in servers}
     collect_site = sites.get((collect_from or [None])[0], "")
+    accounts = account_names(os.path.join(fleet_dir, "nsc", "stores", operator))
     certificates = []
     for host in servers:
         after = _not_after(os.path.join(fleet_dir, "tls", "hosts", host + ".pem"))
@@ -272,8 +276,8 @@ def targets(hostvars, servers, fleet_dir, operator, collect_from, system_account
                                   hostvars[host].get("nats_server_port") or 4222) for host in collect_from or []],
         "servers": [{"server": names[host], "site": sites[host]} for host in servers],
         "collector_site": collect_site,
-        "leaf_links": leaf_links(hostvars, servers, system_account, monitor_links),
-        "accounts": account_names(os.path.join(fleet_dir, "nsc", "stores", operator)),
+        "leaf_links": leaf_links(hostvars, servers, system_account, monitor_links, accounts),
+        "accounts": accounts,
         "certificates": certificates,
         "creds": creds_expiry(os.path.join(fleet_dir, "creds")),
         "thresholds": thresholds(hostvars, servers, default_account),

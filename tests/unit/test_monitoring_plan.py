@@ -80,3 +80,11 @@ def test_the_collector_reaches_the_hub_by_the_names_its_certificates_state(tmp_p
     assert plan["servers"] == [{"server": "hub-1", "site": "hub"}, {"server": "spoke1-1", "site": "spoke-1"},
                                {"server": "spoke1-2", "site": "spoke-1"}]
     assert plan["certificates"] == [] and plan["creds"] == [] and plan["accounts"] == {}
+
+
+def test_links_resolved_to_public_keys_by_the_servers_stage_are_named_again():
+    resolved = dict(HOSTVARS, **{"spoke1-1": dict(SPOKE, nats_server_leafnode_remotes=[
+        {"account": "AKEYTEST", "credentials": "/etc/nats-server/creds/leaf.creds"},
+        {"account": "AKEYSYS", "credentials": "/etc/nats-server/creds/leafmon.creds"}])})
+    links = m.leaf_links(resolved, ["hub-1", "spoke1-1"], "SYS", names={"AKEYTEST": "TEST", "AKEYSYS": "SYS"})
+    assert [link["account"] for link in links] == ["TEST", "SYS"]
