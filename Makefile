@@ -322,9 +322,10 @@ demo: demo-ready demo-project
 	@$(call demo_timed,fleet-check,python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB) \
 	  --port-offset $(LAB_PORT_OFFSET))
 	@$(call demo_timed,report.yml,cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet)
-	@echo "demo: the fleet's status page: $(DEMO_DIR)/status/hub-1.html; Prometheus https://127.0.0.1:$$((9090 + \
-	  $(LAB_PORT_OFFSET))) and Alertmanager https://127.0.0.1:$$((9093 + $(LAB_PORT_OFFSET))) (user fleet, password in \
-	  $(DEMO_DIR)/secrets/monitoring-web.password, CA $(DEMO_DIR)/tls/ca.pem)"
+	@echo "demo: the fleet's status page: $(DEMO_DIR)/status/hub-1.html"
+	@echo "demo: Prometheus https://127.0.0.1:$$((9090 + $(LAB_PORT_OFFSET))), Alertmanager" \
+	  "https://127.0.0.1:$$((9093 + $(LAB_PORT_OFFSET))) (user fleet, password in" \
+	  "$(DEMO_DIR)/secrets/monitoring-web.password, CA $(DEMO_DIR)/tls/ca.pem)"
 	@$(call demo_timed,Spark aggregates,python3 lab/spark-aggregates --lab $(DEMO_LAB) --publish 2000 \
 	  --creds $(DEMO_DIR)/creds/TELEMETRY/edge.creds --ca $(DEMO_DIR)/tls/ca.pem \
 	  --hub $(call demo_url,4222) --edge spoke-1=$(call demo_url,4242) --edge spoke-2=$(call demo_url,4262))
