@@ -12,12 +12,11 @@ expires.
 
 from __future__ import annotations
 
-import base64
-import json
+import calendar
 import os
 import re
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils import _units
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt, _units
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 
 # the stream metadata nats CLI's `server check stream` reads its message age threshold from
@@ -178,16 +177,14 @@ def _check_settings(settings, inventory_hosts, servers):
     return checked
 
 
-def _jwt_claims(token):
-    payload = token.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-
-
-def _creds_jwt(path):
+def _creds_claims(path):
+    """The claims of a creds file's user JWT; {} for a file that is not a creds file."""
     with open(path, encoding="utf-8") as handle:
         text = handle.read()
-    match = re.search(r"-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END NATS USER JWT------", text)
-    return _jwt_claims(match.group(1)) if match else {}
+    try:
+        return _jwt.parse_creds(text)[1]
+    except _jwt.JWTError:
+        return {}
 
 
 def creds_expiry(creds_dir):
@@ -201,7 +198,7 @@ def creds_expiry(creds_dir):
             continue
         for name in sorted(os.listdir(folder)):
             if name.endswith(".creds"):
-                claims = _creds_jwt(os.path.join(folder, name))
+                claims = _creds_claims(os.path.join(folder, name))
                 if claims.get("exp"):
                     found.append({"account": account, "user": name[:-len(".creds")], "site": "fleet",
                                   "expires": int(claims["exp"])})
@@ -216,7 +213,7 @@ def account_names(store_dir):
         path = os.path.join(accounts, name, name + ".jwt")
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as handle:
-                names[_jwt_claims(handle.read().strip()).get("sub")] = name
+                names[_jwt.decode(handle.read(), verify=False).get("sub")] = name
     return names
 
 
@@ -231,7 +228,7 @@ def _not_after(path):
     with open(path, "rb") as handle:
         certificate = x509.load_pem_x509_certificate(handle.read())
     after = getattr(certificate, "not_valid_after_utc", None) or certificate.not_valid_after
-    return int(after.timestamp()) if after.tzinfo else int((after - after.__class__(1970, 1, 1)).total_seconds())
+    return calendar.timegm(after.utctimetuple())
 
 
 def leaf_links(hostvars, servers, system_account="SYS", monitor_links=True, names=None):
