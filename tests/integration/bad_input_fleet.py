@@ -59,7 +59,9 @@ def rows(table):
                                                                                 "subjects": ["orders.new"]}]),
          "the server refused to create it: subjects overlap with an existing stream (400 10065, on "
          "$JS.API.STREAM.CREATE.COPYCAT); this run deleted what it had made: stream 'FRESH'"),
-        ("domain-consumer-refused-after-a-new-stream", domain, dict(js, streams=[dict(FRESH, max_consumers=1)], consumers=[
-            {"stream": "FRESH", "name": "one"}, {"stream": "FRESH", "name": "two"}]),
-         "this run deleted what it had made: stream 'FRESH'"),
+        # a stream of its own: rows run side by side, and another row's FRESH would not be this run's to delete
+        ("domain-consumer-refused-after-a-new-stream", domain, dict(js, streams=[
+            {"name": "SINGLE", "subjects": ["single.>"], "max_consumers": 1}], consumers=[
+            {"stream": "SINGLE", "name": "one"}, {"stream": "SINGLE", "name": "two"}]),
+         "this run deleted what it had made: stream 'SINGLE'"),
     ]
