@@ -320,7 +320,7 @@ demo: demo-ready demo-project
 	@$(call demo_timed,lab up,$(DEMO_UP) >/dev/null)
 	@$(call demo_timed,site.yml,cd $(DEMO_DIR) && ansible-playbook site.yml -i edge-fleet)
 	@$(call demo_timed,fleet-check,python3 lab/fleet-check --fleet-dir $(DEMO_DIR) --lab $(DEMO_LAB) \
-	  --port-offset $(LAB_PORT_OFFSET))
+	  --port-offset $(LAB_PORT_OFFSET) --inventory $(DEMO_DIR)/edge-fleet)
 	@$(call demo_timed,report.yml,cd $(DEMO_DIR) && ansible-playbook nats_edge.fleet.report -i edge-fleet)
 	@echo "demo: the fleet's status page: $(DEMO_DIR)/status/hub-1.html"
 	@echo "demo: Prometheus https://127.0.0.1:$$((9090 + $(LAB_PORT_OFFSET))), Alertmanager" \

@@ -55,10 +55,10 @@ ACCOUNTS = ('accounts { SYS: { users: [ { user: sys, password: "%s" } ] }, '
             % (PASSWORD, PASSWORD))
 
 
-def server_conf(name, domain, port, http, store, tls=None, leaf_listen=None, hub_leaf=None):
+def server_conf(name, domain, port, http, store, tls=None, leaf_listen=None, hub_leaf=None, max_file=67108864):
     lines = ['server_name: "%s"' % name, 'listen: "127.0.0.1:%d"' % port, 'http: "127.0.0.1:%d"' % http,
-             'jetstream { store_dir: "%s", domain: "%s", max_memory_store: 16777216, max_file_store: 67108864 }'
-             % (store, domain), ACCOUNTS]
+             'jetstream { store_dir: "%s", domain: "%s", max_memory_store: 16777216, max_file_store: %d }'
+             % (store, domain, max_file), ACCOUNTS]
     if tls:
         lines.append('tls { cert_file: "%s", key_file: "%s" }' % tls)
     if leaf_listen:
@@ -72,11 +72,11 @@ def server_conf(name, domain, port, http, store, tls=None, leaf_listen=None, hub
 
 
 class Fleet(object):
-    def __init__(self, binary, sites, workdir):
+    def __init__(self, binary, sites, workdir, max_file=67108864):
         sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
         from pki import CA  # pylint: disable=import-outside-toplevel
 
-        self.binary, self.sites, self.workdir, self.procs = binary, sites, workdir, []
+        self.binary, self.sites, self.workdir, self.procs, self.max_file = binary, sites, workdir, [], max_file
         self.ca = CA(workdir)
         self.hub_tls = self.ca.issue("hub-1", usages=("server",))
         ports = free_ports(3 + 2 * sites)
@@ -87,11 +87,11 @@ class Fleet(object):
     def start(self):
         self._spawn("hub-1", server_conf("hub-1", "hub", self.hub_port, self.hub_http,
                                          os.path.join(self.workdir, "hub-1"), tls=self.hub_tls,
-                                         leaf_listen=self.leaf_port))
+                                         leaf_listen=self.leaf_port, max_file=self.max_file))
         self._wait(lambda: self._get(self.hub_http, "healthz").get("status") == "ok", 30)
         for name, domain, port, http in self.edges:
             self._spawn(name, server_conf(name, domain, port, http, os.path.join(self.workdir, name),
-                                          hub_leaf=self.leaf_port))
+                                          hub_leaf=self.leaf_port, max_file=self.max_file))
         # every edge linked for both accounts (under a start of 100 servers on 2 cores an edge may connect twice:
         # the hub then lists the stale connection too until it times out)
         want = set(name for name, _domain, _port, _http in self.edges)

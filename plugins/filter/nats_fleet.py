@@ -35,8 +35,23 @@ def nats_fleet_check(fleet, where=""):
 
 
 @_filter
-def nats_fleet_check_hosts(hostvars, hosts):
-    return _fleet.check_hosts(hostvars, hosts)
+def nats_fleet_check_hosts(hostvars, hosts, budgets=False):
+    return _fleet.check_hosts(hostvars, hosts, budgets)
+
+
+@_filter
+def nats_fleet_streams(host_vars, domains):
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates
+    try:
+        return _fleet.host_streams(host_vars, domains)[0]
+    except _aggregates.AggregateError as exc:
+        raise _fleet.FleetError(str(exc)) from exc
+
+
+@_filter
+def nats_fleet_budget_left(replication, budgets):
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _budget
+    return _budget.left(replication, budgets)
 
 
 @_filter
@@ -116,8 +131,8 @@ def nats_fleet_stale_files(files, states, mode="0600"):
 class FilterModule(object):
     def filters(self):
         return {f.__name__: f for f in (
-            nats_fleet_check, nats_fleet_check_hosts, nats_fleet_users, nats_fleet_module_items, nats_fleet_admin_users,
-            nats_fleet_leaf_remotes,
+            nats_fleet_check, nats_fleet_check_hosts, nats_fleet_streams, nats_fleet_budget_left, nats_fleet_users,
+            nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes,
             nats_fleet_domains, nats_fleet_push_targets, nats_fleet_push_order, nats_fleet_stream_batches, nats_fleet_pass,
             nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches,
             nats_fleet_cached_copies, nats_fleet_stale_files, nats_preload)}

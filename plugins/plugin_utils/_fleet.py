@@ -195,12 +195,13 @@ def _check_jetstream(lists, files_dir, default_account, names, admins):
     from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import domain
     from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
     lists = dict(lists, object_stores=object_sources(lists["object_stores"], files_dir))
+    labels = lists.get("labels") or {}
     items, places, count = {}, {}, 0
     for kind, key, arg in DOMAIN_LISTS:
         items[key], places[key] = [], []
         check_item = checker(kind)
         for index, item in enumerate(lists[arg] or []):
-            place = _label(kind, item, index)
+            place = (labels.get(arg) or {}).get(index) or _label(kind, item, index)
             validated = check_item.check(place, item)
             account = item.get("account") or default_account
             if names is not None:
@@ -282,37 +283,80 @@ HOST_DATA = (("streams", "nats_streams"), ("consumers", "nats_consumers"), ("kv_
              ("object_fetch", "nats_object_fetch"))
 
 
-def check_hosts(hostvars, hosts):
+def check_hosts(hostvars, hosts, budgets=False):
     """Each host's streams, consumers, buckets, stores and fetches checked as check() checks them, every distinct
     set of them once (sites share their groups' data): {host: items checked}; then the copies of every domain
-    together (its first host's, whose data the streams stage converges), for a cycle across domains. Raises one
-    error with the first problem of each distinct set, named with the domains that hold it, and the first cycle."""
+    together (its first host's, whose data the streams stage converges), for a cycle across domains, and the outage
+    budget of every site that declares one (_budget.budgets). Raises one error with the first problem of each
+    distinct set, named with the domains that hold it, the first cycle, and every origin whose budget is short.
+    With ``budgets``: {hosts: {host: items checked}, budgets: [the budget of each origin]}."""
+    out, problems, rows = _checked_sites(hostvars, hosts)
+    if problems:
+        raise FleetError("\n".join(problems))
+    return {"hosts": out, "budgets": rows} if budgets else out
+
+
+def _checked_sites(hostvars, hosts):
+    """({host: items checked}, [problem], [budget row]) of check_hosts."""
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _budget
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates
     done, domains, out, declared, leaders = {}, {}, {}, {}, {}
+    every_domain = list(dict.fromkeys(hostvars[host].get("nats_server_jetstream_domain") or "" for host in hosts))
     for host in hosts:
         hv = hostvars[host]
+        domain = hv.get("nats_server_jetstream_domain") or ""
         data = dict((key, plain(hv.get(name)) or []) for key, name in HOST_DATA)
         data.update(files_dir=hv.get("inventory_dir") or "", default_account=hv.get("nats_fleet_default_account") or "",
-                    system_account=hv.get("nats_fleet_system_account") or None)
+                    system_account=hv.get("nats_fleet_system_account") or None, labels={}, refused="")
+        try:
+            data["streams"], data["labels"]["streams"] = host_streams(hv, every_domain)
+        except _aggregates.AggregateError as exc:
+            data["refused"] = str(exc)
         key = json.dumps(data, sort_keys=True, default=repr)
-        domain = hv.get("nats_server_jetstream_domain") or ""
         domains.setdefault(key, []).append(domain)
-        leaders.setdefault(domain, key)
-        if key not in done:
+        leaders.setdefault(domain, (key, host))
+        if key not in done and data["refused"]:
+            done[key] = FleetError(data["refused"])
+        elif key not in done:
             try:
                 done[key], declared[key] = _checked(
-                    data["accounts"], None, dict((name, data[name]) for name, _var in HOST_DATA if name != "accounts"),
+                    data["accounts"], None, dict([(name, data[name]) for name, _var in HOST_DATA if name != "accounts"]
+                                                 + [("labels", data["labels"])]),
                     "", data["files_dir"], data["default_account"], None, data["system_account"])
             except FleetError as exc:
                 done[key] = exc
         out[host] = done[key]
     problems = ["%s: %s" % (_some(domains[key]), value) for key, value in done.items() if isinstance(value, FleetError)]
+    by_domain = dict((domain, declared[key]) for domain, (key, _host) in leaders.items() if key in declared)
     try:
-        _check_cycles(dict((domain, declared[key]) for domain, key in leaders.items() if key in declared))
+        _check_cycles(by_domain)
     except ItemError as exc:
         problems.append(str(exc))
-    if problems:
-        raise FleetError("\n".join(problems))
-    return out
+    sites, accounts = {}, {}
+    for domain, (_key, host) in leaders.items():
+        try:
+            sites[domain] = _budget.settings(plain(hostvars[host].get(_budget.SETTING)), domain or "(no domain)")
+        except _budget.BudgetError as exc:
+            problems.append(str(exc))
+        accounts[domain] = dict((account.get("name"), account.get("jetstream"))
+                                for account in plain(hostvars[host].get("nats_accounts")) or []
+                                if isinstance(account, dict) and isinstance(account.get("jetstream"), dict))
+    rows, short = _budget.budgets(by_domain, sites, accounts)
+    return out, problems + short, rows
+
+
+def host_streams(hv, domains):
+    """(streams, labels) of one host of the fleet (its variables ``hv``; ``domains``: every JetStream domain of the
+    fleet): its nats_streams, then the streams its nats_fleet_aggregates make (_aggregates), and {index: the
+    aggregate's label} of those. Raises _aggregates.AggregateError."""
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates
+    declared = plain(hv.get("nats_streams")) or []
+    labels, made = {}, []
+    for index, aggregate in enumerate(plain(hv.get(_aggregates.SETTING)) or []):
+        for item in _aggregates.streams([aggregate], domains, hv.get("nats_server_jetstream_domain") or "", index):
+            labels[len(declared) + len(made)] = "%s[%d] (%s)" % (_aggregates.SETTING, index, aggregate["name"])
+            made.append(item)
+    return declared + made, labels
 
 
 def _check_cycles(declared):

@@ -112,15 +112,20 @@ def _site_hosts(hostvars, servers):
 def thresholds(hostvars, servers, default_account=""):
     """{"site/account/stream": {"max_age_seconds": s}} from the streams each site declares (its first host's
     nats_streams), each checked."""
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates, _fleet
     found = {}
+    domains = list(dict.fromkeys(_domain(hostvars, host) for host in servers))
     for site, hosts in _site_hosts(hostvars, servers).items():
-        streams = hostvars[hosts[0]].get("nats_streams") or []
-        if not isinstance(streams, list):
+        if not isinstance(hostvars[hosts[0]].get("nats_streams") or [], list):
             continue
+        try:  # with the regional streams of its aggregates (what the preflight refuses of those is not read)
+            streams, labels = _fleet.host_streams(hostvars[hosts[0]], domains)
+        except (_aggregates.AggregateError, TypeError, KeyError):
+            streams, labels = hostvars[hosts[0]].get("nats_streams") or [], {}
         for index, stream in enumerate(streams):
             if not isinstance(stream, dict):
                 continue
-            where = "%s: nats_streams[%d] (%s)" % (hosts[0], index, stream.get("name"))
+            where = "%s: %s" % (hosts[0], labels.get(index) or "nats_streams[%d] (%s)" % (index, stream.get("name")))
             seconds = stream_age(stream, where)
             if seconds is not None:
                 account = stream.get("account") or default_account or "$G"

@@ -843,6 +843,61 @@ def test_fleet_preflight_refuses_bad_monitoring_settings_before_anything_changes
     assert fragment in failures.get("valid", ""), (row_id, failures)
 
 
+# outage budgets (nats_fleet_outage): (id, the site's variables, message fragment); each row a site of its own
+# domain whose stream tel the hub's agg sources, all of them refused in one message before the first change
+BUDGET_STREAM = {"name": "tel", "subjects": ["tel.>"]}
+BUDGET_RATE = {"messages": 10, "bytes": "1KiB"}
+BUDGET_ROWS = [
+    ("budget-short-max-bytes", dict(nats_streams=[dict(BUDGET_STREAM, max_bytes="1MiB")],
+                                    nats_fleet_outage={"survive": "1h", "write_rate": BUDGET_RATE}),
+     "budget-short-max-bytes: stream 'tel' in account 'TEST' (copied by hub/agg): max_bytes 1MiB at 1KiB/s keeps "
+     "17m4s of writes, less than the 1h the site must survive cut off (nats_fleet_outage.survive); after that discard: "
+     "old drops the oldest messages, which hub/agg may not have copied. Raise max_bytes to at least 3.5MiB"),
+    ("budget-short-max-age", dict(nats_streams=[dict(BUDGET_STREAM, max_age="10m", discard="new")],
+                                  nats_fleet_outage={"survive": "1h", "write_rate": BUDGET_RATE}),
+     "budget-short-max-age: stream 'tel' in account 'TEST' (copied by hub/agg): max_age 10m keeps 10m of writes, "
+     "less than the 1h the site must survive cut off"),
+    ("budget-short-max-msgs-new", dict(nats_streams=[dict(BUDGET_STREAM, max_msgs=600, discard="new")],
+                                       nats_fleet_outage={"survive": "1h", "write_rate": BUDGET_RATE}),
+     "max_msgs 600 at 10/s keeps 1m of writes, less than the 1h the site must survive cut off "
+     "(nats_fleet_outage.survive); after that discard: new refuses new messages"),
+    ("budget-rate-missing", dict(nats_streams=[dict(BUDGET_STREAM, max_msgs=600)],
+                                 nats_fleet_outage={"survive": "1h", "write_rate": {"bytes": "1KiB"}}),
+     "budget-rate-missing: stream 'tel' in account 'TEST' (copied by hub/agg): max_msgs 600: write_rate.messages is "
+     "not declared"),
+    ("budget-survive-words", dict(nats_streams=[BUDGET_STREAM], nats_fleet_outage={"survive": "a day"}),
+     "budget-survive-words: nats_fleet_outage.survive: 'a day' is not a duration"),
+]
+
+
+def budget_fleet(rows):
+    hub = dict(nats_streams=[{"name": "agg", "subjects": ["agg"],
+                              "sources": [{"name": "tel", "domain": row_id} for row_id, _vars, _fragment in rows]}])
+    return fleet_hosts(rows, [("hub", hub, "")])
+
+
+def test_fleet_preflight_refuses_a_budget_shorter_than_its_site_must_survive(tmp_path):
+    failures = preflight_failures(tmp_path, "nats_fleet", {"all": {"hosts": budget_fleet(BUDGET_ROWS), "vars": FLEET}})
+    assert len(failures) == 1, failures
+    message = list(failures.values())[0]
+    wrong = ["%s: expected %r in %r" % (row_id, fragment, message) for row_id, _vars, fragment in BUDGET_ROWS
+             if fragment not in message]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_fleet_preflight_prints_each_budget_it_passes(tmp_path):
+    rows = [("budget-ok", dict(nats_streams=[dict(BUDGET_STREAM, max_bytes="8MiB")],
+                               nats_fleet_outage={"survive": "1h", "write_rate": BUDGET_RATE}), "")]
+    tasks = ("    - name: The fleet's checks\n      ansible.builtin.include_role:\n"
+             "        name: nats_edge.fleet.nats_fleet\n        tasks_from: preflight\n")
+    report, failures = run_play(tmp_path, tasks, {"all": {"hosts": budget_fleet(rows), "vars": FLEET}})
+    assert failures == {}
+    [printed] = [result["msg"] for task in report["plays"][0]["tasks"]
+                 if task["task"]["name"].endswith("Print each site's outage budget") for result in task["hosts"].values()]
+    assert printed == ["budget-ok: stream 'tel' in account 'TEST' (copied by hub/agg): keeps 2h16m32s of writes cut "
+                       "off (max_bytes 8MiB at 1KiB/s, then discard: old drops the oldest messages); must survive 1h: ok"]
+
+
 def test_fleet_preflight_passes_the_valid_fleet(tmp_path):
     hosts = fleet_hosts([], [("valid", VALID, ""), ("elsewhere", dict(nats_streams=[{"name": "y", "subjects": ["y"]}]), "")])
     assert preflight_failures(tmp_path, "nats_fleet", {"all": {"hosts": hosts, "vars": FLEET}}) == {}

@@ -1,0 +1,165 @@
+"""Regional aggregation (nats_fleet_aggregates): how fast the hub sources a backlog from every site, by regions.
+
+Starts on loopback a hub server (JetStream domain hub) and one leaf server per site (domain site-N), as
+bench_monitor.py does, and fills a stream ``tel-site-N`` at every site with the same backlog (JSON telemetry of
+about 120 bytes a message): what the sites wrote while cut off. Then, per layout, the hub sources the whole backlog
+and the run counts the time until every message is in:
+
+  1 region    one hub stream sourcing every site: the reference, nats-server's own single-stream path (one
+              copying goroutine per target stream) with nothing of this collection's making
+  R regions   the streams nats_fleet_aggregates makes for R regions (_aggregates.streams, the sites split evenly),
+              each a stream of its own sourcing its region's sites
+
+The hub's streams of a layout are deleted before the next; each layout runs --rounds times, in turns. Reported per
+layout: median seconds to source the backlog, messages per second, the ratio to 1 region, the hub server's CPU
+seconds, and every site's count in the hub (each exactly the backlog: nothing lost, nothing twice).
+
+Usage: .venv/bin/python bench/bench_regions.py [--sites 8] [--messages 25000] [--regions 1,2,4] [--rounds 2]
+"""
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench_monitor import NATS_SERVER, PASSWORD, ROOT, Fleet
+
+
+def cpu_seconds(pid):
+    """User + system CPU seconds of process ``pid``."""
+    with open("/proc/%d/stat" % pid) as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def layout(regions, domains):
+    """The hub streams of ``regions`` regions as the collection makes them, in the server's API form."""
+    sys.path.insert(0, os.path.join(ROOT, ".collections"))
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates  # pylint: disable=import-error
+
+    size = -(-len(domains) // regions)
+    spread = dict(("r%d" % (index + 1), domains[index * size:(index + 1) * size]) for index in range(regions))
+    items = _aggregates.streams([{"name": "tel", "origin": "tel-{site}", "regions": spread}], domains, "hub")
+    return [{"name": item["name"], "storage": "file",
+             "sources": [{"name": source["name"], "external": {"api": "$JS.%s.API" % source["domain"]}}
+                         for source in item["sources"]]} for item in items]
+
+
+async def connect(url, ca=None):
+    import nats
+
+    options = dict(user="app", password=PASSWORD, allow_reconnect=False, connect_timeout=10)
+    if ca:
+        options["tls"] = ssl.create_default_context(cafile=ca)
+    return await nats.connect(url, **options)
+
+
+async def fill(fleet, messages):
+    """Every site's stream with ``messages`` acknowledged telemetry messages."""
+    async def one(domain, port):
+        nc = await connect("nats://127.0.0.1:%d" % port)
+        try:
+            js = nc.jetstream()
+            await js.add_stream(name="tel-" + domain, subjects=["tel.%s.>" % domain])
+            for start in range(0, messages, 500):
+                acks = [js.publish("tel.%s.m%d" % (domain, number % 8), json.dumps({
+                    "site": domain, "metric": "m%d" % (number % 8), "value": number * 0.5,
+                    "timestamp": "2026-11-27T10:00:00.000000Z"}).encode())
+                    for number in range(start, min(messages, start + 500))]
+                await asyncio.gather(*acks)
+        finally:
+            await nc.close()
+    await asyncio.gather(*[one(domain, port) for _name, domain, port, _http in fleet.edges])
+
+
+async def source(fleet, streams, total, timeout):
+    """Seconds until the hub's ``streams`` hold ``total`` messages, and each site's count in them."""
+    nc = await connect("tls://127.0.0.1:%d" % fleet.hub_port, fleet.ca.path)
+    try:
+        began = time.perf_counter()
+        for stream in streams:
+            await nc.request("$JS.API.STREAM.CREATE." + stream["name"], json.dumps(stream).encode(), timeout=10)
+        while True:
+            held = 0
+            for stream in streams:
+                reply = json.loads((await nc.request("$JS.API.STREAM.INFO." + stream["name"], b"", timeout=10)).data)
+                held += reply.get("state", {}).get("messages", 0)
+            if held >= total:
+                break
+            if time.perf_counter() - began > timeout:
+                raise SystemExit("the hub held %d of %d messages after %d s" % (held, total, timeout))
+            await asyncio.sleep(0.05)
+        seconds = time.perf_counter() - began
+        counts = {}
+        for stream in streams:
+            request = {"subjects_filter": ">"}
+            reply = json.loads((await nc.request("$JS.API.STREAM.INFO." + stream["name"],
+                                                 json.dumps(request).encode(), timeout=10)).data)
+            for subject, count in (reply.get("state", {}).get("subjects") or {}).items():
+                site = subject.split(".")[1]
+                counts[site] = counts.get(site, 0) + count
+        for stream in streams:
+            await nc.request("$JS.API.STREAM.DELETE." + stream["name"], b"", timeout=10)
+        return seconds, counts
+    finally:
+        await nc.close()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
+    parser.add_argument("--server", default=NATS_SERVER, help="nats-server binary (default: the venv's)")
+    parser.add_argument("--sites", type=int, default=8)
+    parser.add_argument("--messages", type=int, default=25000, help="backlog per site")
+    parser.add_argument("--regions", default="1,2,4")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--timeout", type=int, default=900)
+    args = parser.parse_args()
+    logging.getLogger("asyncio").setLevel(logging.ERROR)  # its note on every TLS connection nats-py closes
+    version = subprocess.run([args.server, "--version"], capture_output=True, text=True,
+                             check=True).stdout.strip().rsplit("v", 1)[-1]
+    workdir = tempfile.mkdtemp(prefix="bench-regions-")
+    fleet = Fleet(args.server, args.sites, workdir, max_file=1024 ** 3)
+    regions = [int(value) for value in args.regions.split(",")]
+    results = dict((count, []) for count in regions)
+    total = args.sites * args.messages
+    try:
+        fleet.start()
+        asyncio.run(fill(fleet, args.messages))
+        domains = [domain for _name, domain, _port, _http in fleet.edges]
+        hub = fleet.procs[0][0].pid
+        for round_number in range(args.rounds):
+            for count in regions if round_number % 2 == 0 else list(reversed(regions)):
+                cpu = cpu_seconds(hub)
+                seconds, counts = asyncio.run(source(fleet, layout(count, domains), total, args.timeout))
+                results[count].append((seconds, cpu_seconds(hub) - cpu, counts))
+                print("round %d, %d region(s): %.1f s" % (round_number + 1, count, seconds), file=sys.stderr)
+    finally:
+        fleet.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print("\nnats-server %s, %d sites, %d messages each (%d in all), %d round(s), on %d cores" % (
+        version, args.sites, args.messages, total, args.rounds, os.cpu_count()))
+    print("| regions | hub streams | s to source the backlog | msg/s | ratio to 1 region | hub CPU s | every site "
+          "exactly once |")
+    print("|---|---|---|---|---|---|---|")
+    reference = None
+    for count in regions:
+        seconds = statistics.median(entry[0] for entry in results[count])
+        rate = total / seconds
+        reference = reference or rate
+        exact = all(entry[2] == dict((domain, args.messages) for domain in
+                                     ["site-%d" % n for n in range(1, args.sites + 1)]) for entry in results[count])
+        print("| %d | %d | %.1f | %.0f | %.2f | %.1f | %s |" % (
+            count, count, seconds, rate, rate / reference, statistics.median(entry[1] for entry in results[count]),
+            "yes" if exact else "NO"))
+
+
+if __name__ == "__main__":
+    main()

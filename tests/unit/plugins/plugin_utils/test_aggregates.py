@@ -1,0 +1,74 @@
+"""Regional aggregation: nats_fleet_aggregates made into regional streams (and a total) of the aggregating domain."""
+
+import pytest
+
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates, _fleet
+
+DOMAINS = ["hub", "eu-1", "eu-2", "us-1", "us-2", "ap-1"]
+TELEMETRY = {"name": "telemetry", "account": "TELEMETRY", "origin": "telemetry-{site}",
+             "regions": {"eu": ["eu-*"], "us": ["us-1", "us-2"]}}
+
+
+def test_each_region_sources_its_sites_and_the_total_sources_the_regions():
+    made = _aggregates.streams([dict(TELEMETRY, total=True, stream={"replicas": 3, "max_age": "7d"})], DOMAINS, "hub")
+    assert made == [
+        {"name": "telemetry-eu", "account": "TELEMETRY", "replicas": 3, "max_age": "7d",
+         "sources": [{"name": "telemetry-eu-1", "domain": "eu-1"}, {"name": "telemetry-eu-2", "domain": "eu-2"}]},
+        {"name": "telemetry-us", "account": "TELEMETRY", "replicas": 3, "max_age": "7d",
+         "sources": [{"name": "telemetry-us-1", "domain": "us-1"}, {"name": "telemetry-us-2", "domain": "us-2"}]},
+        {"name": "telemetry", "account": "TELEMETRY", "replicas": 3, "max_age": "7d",
+         "sources": [{"name": "telemetry-eu"}, {"name": "telemetry-us"}]}]
+    # without a total, only the regions; a site of no region is left out
+    assert [s["name"] for s in _aggregates.streams([TELEMETRY], DOMAINS, "hub")] == ["telemetry-eu", "telemetry-us"]
+
+
+def test_the_aggregating_domain_is_never_a_site_of_its_own_aggregate():
+    made = _aggregates.streams([dict(TELEMETRY, regions={"all": ["*"]})], DOMAINS, "hub")
+    assert [source["domain"] for source in made[0]["sources"]] == ["eu-1", "eu-2", "us-1", "us-2", "ap-1"]
+
+
+@pytest.mark.parametrize("aggregate, fragment", [
+    ("telemetry", "nats_fleet_aggregates[0]: expected a mapping with name, origin and regions, got 'telemetry'"),
+    (dict(TELEMETRY, region={}), "nats_fleet_aggregates[0] (telemetry): unknown key region"),
+    (dict(TELEMETRY, origin=None), "nats_fleet_aggregates[0] (telemetry).origin: a string is required"),
+    (dict(TELEMETRY, origin="telemetry"), ".origin: 'telemetry' names each site's stream with {site}"),
+    (dict(TELEMETRY, origin="t-{site}-{region}"), "and nothing else in braces"),
+    (dict(TELEMETRY, regions=[]), ".regions: a mapping of each region to its sites"),
+    (dict(TELEMETRY, regions={"eu": []}), ".regions.eu: a list of JetStream domains or patterns of them is required"),
+    (dict(TELEMETRY, regions={"eu": ["mars-*"]}),
+     ".regions.eu: 'mars-*' matches no JetStream domain of the fleet's other sites (eu-1, eu-2, us-1, us-2, ap-1)"),
+    (dict(TELEMETRY, regions={"eu": ["eu-*"], "all": ["*"]}),
+     ".regions.all: site 'eu-1' is in region 'eu' too; a site belongs to one region"),
+    (dict(TELEMETRY, stream={"sources": []}), ".stream: sources: the aggregate sets these itself"),
+    (dict(TELEMETRY, stream="R3"), ".stream: expected the options of every stream it makes"),
+])
+def test_an_aggregate_the_fleet_cannot_make_is_refused_naming_it_and_the_field(aggregate, fragment):
+    with pytest.raises(_aggregates.AggregateError) as raised:
+        _aggregates.streams([aggregate], DOMAINS, "hub")
+    assert fragment in str(raised.value)
+
+
+def site(domain, **extra):
+    return dict(nats_server_jetstream_domain=domain, nats_fleet_default_account="T",
+                nats_accounts=[{"name": "T", "users": [{"name": "u"}]}],
+                nats_streams=[{"name": "tel-" + domain, "subjects": ["tel.%s.>" % domain]}], **extra)
+
+
+def test_the_preflight_checks_the_streams_an_aggregate_makes_and_their_origins_budgets():
+    aggregate = {"name": "tel", "origin": "tel-{site}", "regions": {"a": ["s1"], "b": ["s2"]}, "total": True}
+    hub = dict(site("hub"), nats_fleet_aggregates=[aggregate])
+    outage = {"survive": "1h", "write_rate": {"messages": 1, "bytes": "1KiB"}}
+    hostvars = {"h1": hub, "s1-1": site("s1", nats_fleet_outage=outage), "s2-1": site("s2")}
+    checked = _fleet.check_hosts(hostvars, sorted(hostvars), budgets=True)
+    # its account and user, the hub's own stream and the three the aggregate makes
+    assert checked["hosts"]["h1"] == 6
+    assert [(row["site"], row["stream"], row["copied_by"]) for row in checked["budgets"]] == [
+        ("s1", "tel-s1", ["hub/tel-a"])]
+    # what the aggregate makes is checked as any stream: here a name the hub already has
+    hub["nats_streams"] = [{"name": "tel-a", "subjects": ["a"]}]
+    with pytest.raises(_fleet.FleetError, match=r"hub: nats_fleet_aggregates\[0\] \(tel\): stream 'tel-a' in account "
+                                                r"'T' is declared more than once"):
+        _fleet.check_hosts(hostvars, sorted(hostvars))
+    hub["nats_fleet_aggregates"] = [dict(aggregate, regions={"a": ["s9"]})]
+    with pytest.raises(_fleet.FleetError, match=r"hub: nats_fleet_aggregates\[0\] \(tel\).regions.a: 's9' matches no"):
+        _fleet.check_hosts(hostvars, sorted(hostvars))
