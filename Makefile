@@ -237,6 +237,7 @@ bench: venv go-nats $(DEBIAN_NATS)
 	python3 bench/bench_kv_objects.py
 	python3 bench/bench_spark_read.py
 	python3 bench/bench_monitor.py
+	python3 bench/bench_regions.py
 
 # --- the ecosystem's gates -------------------------------------------------------
 # Findings under these paths are counted and shown but fail no gate

@@ -14,7 +14,7 @@ The hub's streams of a layout are deleted before the next; each layout runs --ro
 layout: median seconds to source the backlog, messages per second, the ratio to 1 region, the hub server's CPU
 seconds, and every site's count in the hub (each exactly the backlog: nothing lost, nothing twice).
 
-Usage: .venv/bin/python bench/bench_regions.py [--sites 8] [--messages 25000] [--regions 1,2,4] [--rounds 2]
+Usage: .venv/bin/python bench/bench_regions.py [--sites 8] [--messages 150000] [--regions 1,2,4] [--rounds 3]
 """
 
 import argparse
@@ -117,9 +117,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--server", default=NATS_SERVER, help="nats-server binary (default: the venv's)")
     parser.add_argument("--sites", type=int, default=8)
-    parser.add_argument("--messages", type=int, default=25000, help="backlog per site")
+    parser.add_argument("--messages", type=int, default=150000, help="backlog per site")
     parser.add_argument("--regions", default="1,2,4")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=900)
     args = parser.parse_args()
     logging.getLogger("asyncio").setLevel(logging.ERROR)  # its note on every TLS connection nats-py closes
