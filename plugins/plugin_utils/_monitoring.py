@@ -283,4 +283,17 @@ def targets(hostvars, servers, fleet_dir, operator, collect_from, system_account
         "certificates": certificates,
         "creds": creds_expiry(os.path.join(fleet_dir, "creds")),
         "thresholds": thresholds(hostvars, servers, default_account),
+        "budgets": budgets(hostvars, servers),
     }
+
+
+def budgets(hostvars, servers):
+    """{"origin site/account/stream": seconds} of every origin whose site declares an outage budget
+    (nats_fleet_outage) and whose limits end it (as the fleet's preflight computes them)."""
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _fleet
+    try:
+        rows = _fleet.check_hosts(hostvars, list(servers or []), budgets=True)["budgets"]
+    except _fleet.FleetError as exc:
+        raise MonitoringError("the fleet's data (as the preflight of site.yml checks it): %s" % exc) from exc
+    return dict(("%s/%s/%s" % (row["site"], row["account"], row["stream"]), row["budget"]) for row in rows
+                if row["budget"] is not None)

@@ -35,13 +35,13 @@ OVERRIDES = {
     "nats_monitoring_source_lagging_severity": "critical",
 }
 
-# the alerts of the monitoring design, and the one the rules add for a collector outage
+# the alerts of the monitoring design, the one the rules add for a collector outage, and the outage budget's
 CONTRACT = [
     "NatsSiteUnreachable", "NatsServerDown", "NatsServerUnhealthy", "NatsSourceLagging", "NatsSourceInactive",
     "NatsStreamStale", "NatsStreamNearLimit", "NatsJetStreamStorageNearLimit", "NatsCertificateExpiring",
     "NatsCredsExpiring", "NatsSlowConsumers", "NatsFleetDrift",
 ]
-ALERTS = CONTRACT + ["NatsCollectorDown"]
+ALERTS = CONTRACT + ["NatsCollectorDown", "NatsOutageBudgetLow", "NatsOutageBudgetSpent"]
 
 
 def _promtool():
@@ -211,6 +211,7 @@ EXPORTER_CONFIG = {
     "leaf_links": [{"server": "spoke1-1", "site": "spoke-1", "account": "TEST"}],
     "accounts": {},
     "thresholds": {"hub/TEST/agg": {"max_age_seconds": 600}},
+    "budgets": {"spoke-1/TEST/test": 600},  # its source silent for 400 s: over half of it
     "certificates": [{"server": "hub-1", "site": "hub", "not_after": T0 + 13 * 86400}],
     "creds": [{"account": "TEST", "user": "leaf", "site": "fleet", "expires": T0 + 86400}],
     "drift_file": "drift.prom",  # its text is handed in
@@ -305,6 +306,7 @@ def test_the_rules_fire_on_the_exporters_own_series(promtool, rendered):
         ("NatsStreamNearLimit", "warning", dict(stream, limit="messages")),
         ("NatsSourceLagging", "warning", source),
         ("NatsSourceInactive", "warning", source),
+        ("NatsOutageBudgetLow", "warning", source),
         ("NatsJetStreamStorageNearLimit", "warning", {"site": "hub", "server": "hub-1"}),
         ("NatsSlowConsumers", "warning", {"site": "hub", "server": "hub-1"}),
     ]

@@ -233,6 +233,9 @@ def test_drift_file():
     (lambda c: c["leaf_links"][0].pop("account"), "leaf_links[0].account: missing"),
     (lambda c: c.update(accounts={"A": 5}), "accounts.A: expected a string"),
     (lambda c: c.update(thresholds={"a/b/c": {"max_age_seconds": 0}}), "thresholds.a/b/c.max_age_seconds"),
+    (lambda c: c.update(budgets={"a/b": 60}), "budgets.a/b: the key must be site/account/stream"),
+    (lambda c: c.update(budgets={"a/b/c": 0}), "budgets.a/b/c: expected a number of seconds above 0"),
+    (lambda c: c.update(budgets={"a/b/c": True}), "budgets.a/b/c: expected a number of seconds above 0"),
     (lambda c: c.update(certificates=[{"server": "x", "site": "y", "not_after": "soon"}]),
      "certificates[0].not_after: expected a number"),
 ])
@@ -258,3 +261,13 @@ def test_a_sources_site_comes_from_its_api_prefix_a_domains_or_an_imported_ones(
         "t", "spoke-1")
     assert metrics._origin({"name": "t", "external": {"api": "JS.test@hub.API"}}, "hub", sites) == ("t", "hub")
     assert metrics._origin({"name": "t"}, "spoke-1", sites) == ("t", "spoke-1")
+
+
+def test_a_source_of_an_origin_with_an_outage_budget_carries_it():
+    sources = [{"name": "test", "external": {"api": "$JS.spoke-1.API"}, "lag": 0, "active": 5 * 10**9},
+               {"name": "other", "external": {"api": "$JS.spoke-1.API"}, "lag": 0, "active": 10**9}]
+    samples = _samples(families(_snapshot([_stream("agg", sources=sources)]),
+                                _config(budgets={"spoke-1/TEST/test": 4096}), NOW))
+    source = dict(site="hub", server="hub-1", account="TEST", stream="agg", source_site="spoke-1", kind="source")
+    assert _value(samples, "nats_stream_source_outage_budget_seconds", source="test", **source) == 4096
+    assert _value(samples, "nats_stream_source_outage_budget_seconds", source="other", **source) is None

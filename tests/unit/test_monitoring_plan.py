@@ -88,3 +88,20 @@ def test_links_resolved_to_public_keys_by_the_servers_stage_are_named_again():
         {"account": "AKEYSYS", "credentials": "/etc/nats-server/creds/leafmon.creds"}])})
     links = m.leaf_links(resolved, ["hub-1", "spoke1-1"], "SYS", names={"AKEYTEST": "TEST", "AKEYSYS": "SYS"})
     assert [link["account"] for link in links] == ["TEST", "SYS"]
+
+
+def test_the_collector_is_told_each_origins_outage_budget():
+    account = [{"name": "TEST", "users": [{"name": "u"}]}]
+    site = dict(SPOKE, nats_accounts=account, nats_fleet_default_account="TEST",
+                nats_streams=[{"name": "test", "subjects": ["test.>"], "max_age": "2h"}],
+                nats_fleet_outage={"survive": "1h", "write_rate": {"messages": 1}})
+    hub = dict(HOSTVARS["hub-1"], nats_accounts=account, nats_fleet_default_account="TEST",
+               nats_streams=[{"name": "agg", "subjects": ["agg"], "sources": [{"name": "test", "domain": "spoke-1"}]}])
+    hostvars = {"hub-1": hub, "spoke1-1": site, "spoke1-2": dict(site)}
+    assert m.budgets(hostvars, SERVERS) == {"spoke-1/TEST/test": 7200.0}
+    assert m.budgets(HOSTVARS, SERVERS) == {}  # no site declares one
+    hostvars["spoke1-1"] = dict(site, nats_fleet_outage={"survive": "3h", "write_rate": {"messages": 1}})
+    with pytest.raises(m.MonitoringError, match=r"^the fleet's data \(as the preflight of site.yml checks it\): "
+                                                r"spoke-1: stream 'test' in account 'TEST' \(copied by hub/agg\): "
+                                                r"max_age 2h keeps 2h of writes"):
+        m.budgets(hostvars, SERVERS)

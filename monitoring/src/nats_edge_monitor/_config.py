@@ -51,6 +51,15 @@ def _entries(data, key, fields, optional=()):
     return out
 
 
+def _per_stream(data, name):
+    """(key, path, value) of each entry of the optional mapping ``name``, its keys site/account/stream."""
+    for key, value in _get(data, "", name, (dict,), required=False, default={}).items():
+        path = "%s.%s" % (name, key)
+        if len(key.split("/")) != 3 or not all(key.split("/")):
+            raise ConfigError("%s: the key must be site/account/stream" % path)
+        yield key, path, value
+
+
 def check_config(data):
     """The config as the exporter uses it (defaults filled in), or ConfigError naming the field."""
     if not isinstance(data, dict):
@@ -101,18 +110,19 @@ def check_config(data):
                                                              ("not_after", (int, float))))
     config["creds"] = _entries(data, "creds", (("account", (str,)), ("user", (str,)), ("site", (str,)),
                                                ("expires", (int, float))))
-    thresholds = _get(data, "", "thresholds", (dict,), required=False, default={})
     config["thresholds"] = {}
-    for key, entry in thresholds.items():
-        path = "thresholds.%s" % key
-        if len(key.split("/")) != 3 or not all(key.split("/")):
-            raise ConfigError("%s: the key must be site/account/stream" % path)
+    for key, path, entry in _per_stream(data, "thresholds"):
         if not isinstance(entry, dict):
             raise ConfigError("%s: expected an object" % path)
         seconds = _get(entry, path, "max_age_seconds", (int, float))
         if seconds <= 0:
             raise ConfigError("%s.max_age_seconds: must be more than 0" % path)
         config["thresholds"][key] = {"max_age_seconds": float(seconds)}
+    config["budgets"] = {}
+    for key, path, seconds in _per_stream(data, "budgets"):  # each an origin's
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+            raise ConfigError("%s: expected a number of seconds above 0" % path)
+        config["budgets"][key] = float(seconds)
     config["drift_file"] = _get(data, "", "drift_file", (str,), required=False)
     return config
 

@@ -282,6 +282,10 @@ def _stream_series(out, fleet, config, site, server, account, stream, now):
             # nanoseconds since the source was last active (-1: never)
             out.add("nats_stream_source_active_seconds", "seconds since the source or mirror was last active",
                     source_labels, source_values, active / 1e9)
+        budget = config.get("budgets", {}).get("%s/%s/%s" % (origin_site, account, origin))
+        if budget is not None:
+            out.add("nats_stream_source_outage_budget_seconds", "how long the origin keeps its site's writes while "
+                    "this copy cannot read them (the fleet's outage budget)", source_labels, source_values, budget)
     for consumer in stream.get("consumer_detail") or []:
         if not isinstance(consumer, dict) or not consumer.get("name"):
             continue
