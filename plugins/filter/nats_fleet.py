@@ -49,9 +49,9 @@ def nats_fleet_streams(host_vars, domains):
 
 
 @_filter
-def nats_fleet_budget_left(replication, budgets):
+def nats_fleet_budget_left(replication, budgets, account=None):
     from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _budget
-    return _budget.left(replication, budgets)
+    return _budget.left(replication, budgets, account)
 
 
 @_filter

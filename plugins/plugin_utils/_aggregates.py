@@ -6,7 +6,7 @@
 nats-server copies every message a stream sources through one goroutine per target stream, so one stream that
 sources every site has a ceiling however many cores the hub has. An aggregate splits that work by region: each
 region's stream (``<name>-<region>``) sources the sites of its region, and an optional total (``<name>``) sources
-the regions. Readers that want the throughput read the regions side by side (the Spark job's ``spark_job_streams``).
+the regions. Readers that want the throughput read the regional streams side by side.
 
 An aggregate is data on the aggregating domain's group:
 
@@ -26,10 +26,10 @@ converges them, the outage budgets and the monitoring read their sources.
 
 from __future__ import annotations
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 import fnmatch
 import re
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils._fleet import _some
 
 SETTING = "nats_fleet_aggregates"

@@ -105,11 +105,16 @@ def _rate_of(site, account, name):
     return site["rate"]
 
 
-def _limits(config, rate, account_share):
-    """[(seconds, limit text, effect key)] of one origin: its own limits, then its account's storage."""
+_LOWER = "lower the rate or what the site must survive."
+
+
+def _limits(config, rate, account_share, survive):
+    """[(seconds, limit text, effect key, what would make it last ``survive``)] of one origin: its own limits, then
+    its account's storage."""
     out = []
     if config.get("max_age"):
-        out.append((config["max_age"] / NS_PER_SECOND, "max_age %s" % format_duration(config["max_age"]), "age"))
+        out.append((config["max_age"] / NS_PER_SECOND, "max_age %s" % format_duration(config["max_age"]), "age",
+                    "Raise max_age to at least %s." % seconds_text(survive)))
     discard = config.get("discard") or "old"
     for field, key in (("max_msgs", "messages"), ("max_bytes", "bytes")):
         limit = config.get(field) or -1
@@ -118,10 +123,11 @@ def _limits(config, rate, account_share):
         if key not in rate:
             raise BudgetError("%s %s: write_rate.%s is not declared, so how long the limit lasts cannot be told" % (
                 field, _amount(limit, key), key))
-        out.append((limit / rate[key], "%s %s at %s/s" % (field, _amount(limit, key), _amount(
-            rate[key], key)), discard))
+        needed = _amount(int(survive * rate[key] + 0.999), key)
+        out.append((limit / rate[key], "%s %s at %s/s" % (field, _amount(limit, key), _amount(rate[key], key)),
+                    discard, "Raise %s to at least %s, or %s" % (field, needed, _LOWER)))
     if account_share:
-        out.append(account_share)
+        out.append(account_share + ("Raise the account's JetStream storage, or " + _LOWER,))
     return out
 
 
@@ -158,16 +164,16 @@ def budgets(declared, sites, accounts):
                 site, desired.name, desired.creds, ", ".join(copies))
             try:
                 limits = _limits(desired.config, rate, shares.get((desired.creds, desired.config.get("storage")
-                                                                   or "file")))
+                                                                   or "file")), setting["survive"])
             except BudgetError as exc:
                 problems.append("%s: %s (%s)" % (label, exc, SETTING))
                 continue
-            budget, limit, effect = min(limits) if limits else (None, "", "")
+            budget, limit, effect, remedy = min(limits) if limits else (None, "", "", "")
             short = budget is not None and budget < setting["survive"]
             row = dict(site=site, account=desired.creds, stream=desired.name, place=place, copied_by=copies,
                        survive=setting["survive"], budget=budget, limit=limit, effect=_EFFECT.get(effect, ""),
-                       short=short, text=_text(label, setting["survive"], budget, limit, effect, short, rate,
-                                               desired.config, " and ".join(copies)))
+                       short=short, text=_text(label, setting["survive"], budget, limit, effect, short, remedy,
+                                               " and ".join(copies)))
             rows.append(row)
             if short:
                 problems.append(row["text"])
@@ -207,7 +213,7 @@ def _size(value):
         return -1  # the account's own check names it
 
 
-def _text(label, survive, budget, limit, effect, short, rate, config, copies):
+def _text(label, survive, budget, limit, effect, short, remedy, copies):
     if budget is None:
         return "%s: no limit of the stream or its account ends what it keeps (a full store does); must survive %s: ok" % (
             label, seconds_text(survive))
@@ -216,32 +222,21 @@ def _text(label, survive, budget, limit, effect, short, rate, config, copies):
             label, seconds_text(budget), limit, _EFFECT[effect], seconds_text(survive))
     return ("%s: %s keeps %s of writes, less than the %s the site must survive cut off (%s.survive); after that %s, "
             "which %s may not have copied. %s" % (label, limit, seconds_text(budget), seconds_text(survive), SETTING,
-                                                  _EFFECT[effect], copies, _remedy(effect, survive, rate, config)))
-
-
-def _remedy(effect, survive, rate, config):
-    if effect == "age":
-        return "Raise max_age to at least %s." % seconds_text(survive)
-    if effect == "account":
-        return "Raise the account's JetStream storage, or lower the rate or what the site must survive."
-    field, key = ("max_bytes", "bytes") if config.get("max_bytes") and "bytes" in rate and (
-        not config.get("max_msgs") or config["max_bytes"] / rate["bytes"] <= config["max_msgs"] / rate.get(
-            "messages", 1)) else ("max_msgs", "messages")
-    return "Raise %s to at least %s, or lower the rate or what the site must survive." % (
-        field, _amount(int(survive * rate[key] + 0.999), key))
+                                                  _EFFECT[effect], copies, remedy))
 
 
 def seconds_text(seconds):
     return format_duration(int(round(seconds)) * NS_PER_SECOND) if seconds >= 1 else "%.1fs" % seconds
 
 
-def left(replication, rows, now_active=None):
-    """What is left of each budget while its copies cannot read it: one line per row of ``replication``
-    (jetstream_info's) whose origin has a budget. {copy, origin, active, budget, left, text}."""
-    by_origin = dict(((row["site"], row["stream"]), row) for row in rows)
+def left(replication, rows, account=None):
+    """What is left of each budget while its copies cannot read it: one line per entry of ``replication``
+    (jetstream_info's) whose origin has a budget, the origin in the copy's account (its ``account``, else
+    ``account``). {copy, origin, active, budget, left, text}."""
+    by_origin = dict(((row["site"], row["account"], row["stream"]), row) for row in rows)
     out = []
     for entry in replication or []:
-        row = by_origin.get((entry.get("source_domain"), entry.get("source")))
+        row = by_origin.get((entry.get("source_domain"), entry.get("account") or account, entry.get("source")))
         if row is None:
             continue
         active = entry.get("active")

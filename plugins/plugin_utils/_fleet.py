@@ -121,14 +121,15 @@ def check(accounts=None, exports=None, streams=None, consumers=None, where="", k
                     where, files_dir, default_account, operator, system_account)[0]
 
 
-def _checked(accounts, exports, lists, where, files_dir, default_account, operator, system_account):
+def _checked(accounts, exports, lists, where, files_dir, default_account, operator, system_account, labels=None):
     """(items checked, [(place, stream as js_stream.desired_items gives it, its account in ``creds``)] of the
-    domain's streams, buckets and stores that are present). Raises FleetError."""
+    domain's streams, buckets and stores that are present). ``labels``: {list: {index: the place of an item that
+    the inventory does not list itself}} (a stream an aggregate makes). Raises FleetError."""
     try:
         names, admins, count = _check_accounts(accounts, exports, default_account, operator, system_account)
         if any(lists.values()):
             # with no account declared at all the accounts the items name are not known either
-            jetstream, declared = _check_jetstream(lists, files_dir, default_account, names or None, admins)
+            jetstream, declared = _check_jetstream(lists, files_dir, default_account, names or None, admins, labels)
             count += jetstream
         else:
             declared = []
@@ -185,7 +186,7 @@ def _check_accounts(accounts, exports, default_account, operator, system_account
     return names, admin_users(accounts), count
 
 
-def _check_jetstream(lists, files_dir, default_account, names, admins):
+def _check_jetstream(lists, files_dir, default_account, names, admins, labels=None):
     """The domain's streams, buckets, stores, consumers and fetches: each as jetstream_domain checks it (its
     item_checker), its account (declared, with a user), then every list as jetstream_domain checks them together
     (checked_lists: the same functions), then what the fleet adds: each consumer's stream and each fetch's store
@@ -195,7 +196,7 @@ def _check_jetstream(lists, files_dir, default_account, names, admins):
     from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import domain
     from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
     lists = dict(lists, object_stores=object_sources(lists["object_stores"], files_dir))
-    labels = lists.get("labels") or {}
+    labels = labels or {}
     items, places, count = {}, {}, 0
     for kind, key, arg in DOMAIN_LISTS:
         items[key], places[key] = [], []
@@ -320,9 +321,8 @@ def _checked_sites(hostvars, hosts):
         elif key not in done:
             try:
                 done[key], declared[key] = _checked(
-                    data["accounts"], None, dict([(name, data[name]) for name, _var in HOST_DATA if name != "accounts"]
-                                                 + [("labels", data["labels"])]),
-                    "", data["files_dir"], data["default_account"], None, data["system_account"])
+                    data["accounts"], None, dict((name, data[name]) for name, _var in HOST_DATA if name != "accounts"),
+                    "", data["files_dir"], data["default_account"], None, data["system_account"], data["labels"])
             except FleetError as exc:
                 done[key] = exc
         out[host] = done[key]
@@ -351,8 +351,11 @@ def host_streams(hv, domains):
     aggregate's label} of those. Raises _aggregates.AggregateError."""
     from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates
     declared = plain(hv.get("nats_streams")) or []
+    aggregates = plain(hv.get(_aggregates.SETTING)) or []
+    if not isinstance(aggregates, list):
+        raise _aggregates.AggregateError("%s: expected a list of aggregates, got %r" % (_aggregates.SETTING, aggregates))
     labels, made = {}, []
-    for index, aggregate in enumerate(plain(hv.get(_aggregates.SETTING)) or []):
+    for index, aggregate in enumerate(aggregates):
         for item in _aggregates.streams([aggregate], domains, hv.get("nats_server_jetstream_domain") or "", index):
             labels[len(declared) + len(made)] = "%s[%d] (%s)" % (_aggregates.SETTING, index, aggregate["name"])
             made.append(item)

@@ -120,7 +120,7 @@ def thresholds(hostvars, servers, default_account=""):
             continue
         try:  # with the regional streams of its aggregates (what the preflight refuses of those is not read)
             streams, labels = _fleet.host_streams(hostvars[hosts[0]], domains)
-        except (_aggregates.AggregateError, TypeError, KeyError):
+        except _aggregates.AggregateError:
             streams, labels = hostvars[hosts[0]].get("nats_streams") or [], {}
         for index, stream in enumerate(streams):
             if not isinstance(stream, dict):

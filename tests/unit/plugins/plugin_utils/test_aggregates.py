@@ -69,6 +69,9 @@ def test_the_preflight_checks_the_streams_an_aggregate_makes_and_their_origins_b
     with pytest.raises(_fleet.FleetError, match=r"hub: nats_fleet_aggregates\[0\] \(tel\): stream 'tel-a' in account "
                                                 r"'T' is declared more than once"):
         _fleet.check_hosts(hostvars, sorted(hostvars))
+    hub["nats_fleet_aggregates"] = aggregate  # one, not a list of them
+    with pytest.raises(_fleet.FleetError, match=r"hub: nats_fleet_aggregates: expected a list of aggregates"):
+        _fleet.check_hosts(hostvars, sorted(hostvars))
     hub["nats_fleet_aggregates"] = [dict(aggregate, regions={"a": ["s9"]})]
     with pytest.raises(_fleet.FleetError, match=r"hub: nats_fleet_aggregates\[0\] \(tel\).regions.a: 's9' matches no"):
         _fleet.check_hosts(hostvars, sorted(hostvars))

@@ -127,9 +127,18 @@ def test_left_counts_each_budget_down_from_the_last_time_its_copy_heard_from_it(
                    {"domain": "hub", "stream": "agg", "source_domain": "s1", "source": "tel", "active": 3700},
                    {"domain": "hub", "stream": "agg", "source_domain": "s1", "source": "tel", "active": None},
                    {"domain": "hub", "stream": "agg", "source_domain": "s2", "source": "tel", "active": 1}]
-    left = _budget.left(replication, rows)
+    left = _budget.left(replication, rows, "T")  # the copies read as account T
     assert [entry["left"] for entry in left] == [pytest.approx(3474.6), pytest.approx(-100), None]
     assert left[0]["text"] == "hub/agg <- s1/tel: last heard 2m5s ago, outage budget 57m55s of 1h left"
     assert left[1]["text"] == ("hub/agg <- s1/tel: last heard 1h1m40s ago, outage budget spent 1m40s ago: the oldest "
                                "messages expire, copied or not")
     assert "never heard from" in left[2]["text"]
+
+
+def test_left_reads_each_copy_against_the_origin_of_its_own_account():
+    rows = [{"site": "s1", "account": account, "stream": "tel", "budget": budget, "effect": "x"}
+            for account, budget in (("A", 600), ("B", 60))]
+    copies = [{"domain": "hub", "stream": "agg", "source_domain": "s1", "source": "tel", "active": 30, "account": "B"},
+              {"domain": "hub", "stream": "agg", "source_domain": "s1", "source": "tel", "active": 30}]
+    assert [entry["left"] for entry in _budget.left(copies, rows, "A")] == [30, 570]
+    assert _budget.left(copies[1:], rows) == []  # an entry whose account is not known has no origin
