@@ -242,16 +242,17 @@ def left(replication, rows, account=None):
         active = entry.get("active")
         copy = "%s/%s" % (entry.get("domain"), entry.get("stream"))
         origin = "%s/%s" % (row["site"], row["stream"])
+        # nats-server reports a copy it set up again (during a cut it retries) as never active
+        heard = ("never heard from since the server set it up" if active is None
+                 else "last heard %s ago" % seconds_text(active))
         if row["budget"] is None:
             remaining, text = None, "no limit"
         elif active is None:
-            remaining, text = None, "never heard from: the budget of %s counts from the cut" % seconds_text(
-                row["budget"])
+            remaining, text = None, "%s, counted from the cut" % seconds_text(row["budget"])
         else:
             remaining = row["budget"] - active
             text = ("%s of %s left" % (seconds_text(max(remaining, 0)), seconds_text(row["budget"])) if remaining > 0
                     else "spent %s ago: %s" % (seconds_text(-remaining), row["effect"]))
         out.append(dict(copy=copy, origin=origin, active=active, budget=row["budget"], left=remaining,
-                        text="%s <- %s: last heard %s ago, outage budget %s" % (
-                            copy, origin, "never" if active is None else seconds_text(active), text)))
+                        text="%s <- %s: %s, outage budget %s" % (copy, origin, heard, text)))
     return out
