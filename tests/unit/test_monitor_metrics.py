@@ -119,6 +119,26 @@ def test_a_snapshot_becomes_the_contract_series():
     assert _value(samples, "nats_stream_source_active_seconds", **mirror) is None  # never active
 
 
+def test_a_source_the_server_set_up_again_keeps_counting_from_its_last_activity():
+    # during a cut nats-server sets the source up again and answers active -1 ("never"): the copy still last heard
+    # from its origin when it last did, and the outage budget keeps counting from then
+    def agg(active):
+        return _stream("agg", sources=[{"name": "readings", "external": {"api": "$JS.spoke-1.API"}, "lag": 0,
+                                        "active": active}])
+    source = dict(site="hub", server="hub-1", account="TEST", stream="agg", source="readings",
+                  source_site="spoke-1", kind="source")
+    memory = {}
+    first = _samples(families(_snapshot([agg(2000000000)]), _config(), NOW, last_active=memory))
+    assert _value(first, "nats_stream_source_active_seconds", **source) == 2.0
+    later = _samples(families(_snapshot([agg(-1)]), _config(), NOW + 60, last_active=memory))
+    assert _value(later, "nats_stream_source_active_seconds", **source) == 62.0
+    back = _samples(families(_snapshot([agg(500000000)]), _config(), NOW + 90, last_active=memory))
+    assert _value(back, "nats_stream_source_active_seconds", **source) == 0.5
+    # a copy never heard from, by a collector that never saw it active, has no such series
+    fresh = _samples(families(_snapshot([agg(-1)]), _config(), NOW, last_active={}))
+    assert _value(fresh, "nats_stream_source_active_seconds", **source) is None
+
+
 def test_the_newest_message_age_is_from_last_ts():
     samples = _samples(families(_snapshot([_stream("orders")]), _config(), 1800000000.0))
     labels = dict(site="hub", server="hub-1", account="TEST", stream="orders")

@@ -88,8 +88,11 @@ class _Families(object):
 class _Fleet(object):
     """Lookups from the config: sites of servers, account names."""
 
-    def __init__(self, snapshot, config):
+    def __init__(self, snapshot, config, last_active=None):
         self.snapshot, self.config = snapshot, config
+        # when each copy last heard from its origin (epoch seconds), kept across collections: nats-server answers
+        # -1 ("never") for a source it set up again while the origin was unreachable
+        self.last_active = {} if last_active is None else last_active
         self.declared = dict((entry["server"], entry["site"]) for entry in config.get("servers", []))
         self.accounts = config.get("accounts", {})
 
@@ -279,9 +282,11 @@ def _stream_series(out, fleet, config, site, server, account, stream, now):
                 source_values, _number(source.get("lag")))
         active = source.get("active")
         if isinstance(active, (int, float)) and not isinstance(active, bool) and active >= 0:
-            # nanoseconds since the source was last active (-1: never)
+            # nanoseconds since the source was last active (-1: never, also after the server set it up again)
+            fleet.last_active[source_values] = now - active / 1e9
+        if source_values in fleet.last_active:
             out.add("nats_stream_source_active_seconds", "seconds since the source or mirror was last active",
-                    source_labels, source_values, active / 1e9)
+                    source_labels, source_values, max(0.0, now - fleet.last_active[source_values]))
         budget = config.get("budgets", {}).get("%s/%s/%s" % (origin_site, account, origin))
         if budget is not None:
             out.add("nats_stream_source_outage_budget_seconds", "how long the origin keeps its site's writes while "
@@ -320,9 +325,10 @@ def drift_families(text):
     return [family for family in parsed if family.name.startswith("nats_fleet_drift_")], None
 
 
-def families(snapshot, config, now, drift_text=None, drift_error=None):
+def families(snapshot, config, now, drift_text=None, drift_error=None, last_active=None):
     """The metric families of one collection. ``drift_text``: the drift file's content (None: no file);
-    ``drift_error``: why the drift file could not be read."""
+    ``drift_error``: why the drift file could not be read; ``last_active``: a dict kept from one collection to the
+    next (when each copy last heard from its origin), updated here."""
     core = _prometheus()
     out = _Families(core)
     out.add("nats_fleet_collector_connected", "1 if the collector reached a server of the collector site", (), (),
@@ -330,7 +336,7 @@ def families(snapshot, config, now, drift_text=None, drift_error=None):
     out.add("nats_fleet_scrape_duration_seconds", "seconds the collection took", (), (), snapshot.duration)
     out.add("nats_fleet_servers_answered", "servers that answered this collection", (), (),
             len(snapshot.answered()) if snapshot.connected else 0)
-    fleet = _Fleet(snapshot, config)
+    fleet = _Fleet(snapshot, config, last_active)
     _server_series(out, fleet, snapshot, config)
     if snapshot.connected:
         _leaf_series(out, fleet, snapshot, config)
@@ -368,6 +374,7 @@ class FleetMetrics(object):
 
     def __init__(self, collector, config, log=None):
         self.collector, self.config, self.log = collector, config, log
+        self.last_active = {}
 
     def describe(self):
         return []
@@ -379,7 +386,7 @@ class FleetMetrics(object):
         drift_text, drift_error = None, None
         if self.config.get("drift_file"):
             drift_text, drift_error = read_drift_file(self.config["drift_file"])
-        result = families(snapshot, self.config, time.time(), drift_text, drift_error)
+        result = families(snapshot, self.config, time.time(), drift_text, drift_error, self.last_active)
         if self.log is not None:
             for family in result:
                 if family.name == "nats_fleet_drift_file_error" and family.samples and family.samples[0].value:
