@@ -11,8 +11,11 @@ site writes while the copy cannot read it, until the first of its limits ends th
   refuses new ones;
 - the account's JetStream storage (``disk_storage`` or ``mem_storage``), shared by the account's origins at the site
   and counted once per replica: new messages are refused.
-The budget is the shortest of these; a site whose origin holds less than it must survive is refused before anything
-changes. Pure logic on the controller: the preflight refuses, the report counts down what is left during a cut.
+The budget is the shortest of these. When the link is back, a copy resumes only at its next retry: nats-server retries
+a source or mirror it lost with a backoff that grows to 2 minutes (``RESUME``; 40 to 50 s after a cut of a minute in
+bench/bench_dataplane.py), so an origin must keep its writes that much longer. A site whose origin holds less than it
+must survive and ``RESUME`` is refused before anything changes. Pure logic on the controller: the preflight refuses,
+the report counts down what is left during a cut.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (NS_
                                                                              format_duration, size_bytes)
 
 SETTING = "nats_fleet_outage"
+# the longest a copy waits before it retries an origin it lost (nats-server's retryMaximum for sources and mirrors)
+RESUME = 120
 _RATES = ("messages", "bytes")
 _EFFECT = {"age": "the oldest messages expire, copied or not", "old": "discard: old drops the oldest messages",
            "new": "discard: new refuses new messages", "account": "the account refuses new messages"}
@@ -109,9 +114,10 @@ _LOWER = "lower the rate or what the site must survive."
 
 
 def _limits(config, rate, account_share, survive):
-    """[(seconds, limit text, effect key, what would make it last ``survive``)] of one origin: its own limits, then
-    its account's storage."""
+    """[(seconds, limit text, effect key, what would make it last ``survive`` and RESUME)] of one origin: its own
+    limits, then its account's storage."""
     out = []
+    survive += RESUME
     if config.get("max_age"):
         out.append((config["max_age"] / NS_PER_SECOND, "max_age %s" % format_duration(config["max_age"]), "age",
                     "Raise max_age to at least %s." % seconds_text(survive)))
@@ -141,7 +147,7 @@ def _amount(number, key):
 def budgets(declared, sites, accounts):
     """(rows, problems): one row per origin of a site that declares a budget, in order: {site, account, stream,
     copied_by, survive, budget (seconds, None: no limit ends it), limit (the limit that ends it), effect, short
-    (budget < survive), text}; and the text of each origin whose budget is short or cannot be told (a limit whose
+    (budget < survive + RESUME), text}; and the text of each origin whose budget is short or cannot be told (a limit whose
     rate is not declared). ``declared`` as origins() takes it; ``sites``: {domain: settings()}; ``accounts``:
     {domain: {account: its jetstream limits}}."""
     rows, problems = [], []
@@ -169,7 +175,7 @@ def budgets(declared, sites, accounts):
                 problems.append("%s: %s (%s)" % (label, exc, SETTING))
                 continue
             budget, limit, effect, remedy = min(limits) if limits else (None, "", "", "")
-            short = budget is not None and budget < setting["survive"]
+            short = budget is not None and budget < setting["survive"] + RESUME
             row = dict(site=site, account=desired.creds, stream=desired.name, place=place, copied_by=copies,
                        survive=setting["survive"], budget=budget, limit=limit, effect=_EFFECT.get(effect, ""),
                        short=short, text=_text(label, setting["survive"], budget, limit, effect, short, remedy,
@@ -218,11 +224,12 @@ def _text(label, survive, budget, limit, effect, short, remedy, copies):
         return "%s: no limit of the stream or its account ends what it keeps (a full store does); must survive %s: ok" % (
             label, seconds_text(survive))
     if not short:
-        return "%s: keeps %s of writes cut off (%s, then %s); must survive %s: ok" % (
-            label, seconds_text(budget), limit, _EFFECT[effect], seconds_text(survive))
-    return ("%s: %s keeps %s of writes, less than the %s the site must survive cut off (%s.survive); after that %s, "
-            "which %s may not have copied. %s" % (label, limit, seconds_text(budget), seconds_text(survive), SETTING,
-                                                  _EFFECT[effect], copies, remedy))
+        return "%s: keeps %s of writes cut off (%s, then %s); must survive %s and %s to resume: ok" % (
+            label, seconds_text(budget), limit, _EFFECT[effect], seconds_text(survive), seconds_text(RESUME))
+    return ("%s: %s keeps %s of writes, less than the %s the site must survive cut off (%s.survive) and the up to %s "
+            "its copies take to resume once the link is back; after that %s, which %s may not have copied. %s"
+            % (label, limit, seconds_text(budget), seconds_text(survive), SETTING, seconds_text(RESUME),
+               _EFFECT[effect], copies, remedy))
 
 
 def seconds_text(seconds):

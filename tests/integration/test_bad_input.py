@@ -851,8 +851,9 @@ BUDGET_ROWS = [
     ("budget-short-max-bytes", dict(nats_streams=[dict(BUDGET_STREAM, max_bytes="1MiB")],
                                     nats_fleet_outage={"survive": "1h", "write_rate": BUDGET_RATE}),
      "budget-short-max-bytes: stream 'tel' in account 'TEST' (copied by hub/agg): max_bytes 1MiB at 1KiB/s keeps "
-     "17m4s of writes, less than the 1h the site must survive cut off (nats_fleet_outage.survive); after that discard: "
-     "old drops the oldest messages, which hub/agg may not have copied. Raise max_bytes to at least 3.5MiB"),
+     "17m4s of writes, less than the 1h the site must survive cut off (nats_fleet_outage.survive) and the up to 2m its "
+     "copies take to resume once the link is back; after that discard: old drops the oldest messages, which hub/agg "
+     "may not have copied. Raise max_bytes to at least 3.6MiB"),
     ("budget-short-max-age", dict(nats_streams=[dict(BUDGET_STREAM, max_age="10m", discard="new")],
                                   nats_fleet_outage={"survive": "1h", "write_rate": BUDGET_RATE}),
      "budget-short-max-age: stream 'tel' in account 'TEST' (copied by hub/agg): max_age 10m keeps 10m of writes, "
@@ -860,7 +861,8 @@ BUDGET_ROWS = [
     ("budget-short-max-msgs-new", dict(nats_streams=[dict(BUDGET_STREAM, max_msgs=600, discard="new")],
                                        nats_fleet_outage={"survive": "1h", "write_rate": BUDGET_RATE}),
      "max_msgs 600 at 10/s keeps 1m of writes, less than the 1h the site must survive cut off "
-     "(nats_fleet_outage.survive); after that discard: new refuses new messages"),
+     "(nats_fleet_outage.survive) and the up to 2m its copies take to resume once the link is back; after that "
+     "discard: new refuses new messages"),
     ("budget-rate-missing", dict(nats_streams=[dict(BUDGET_STREAM, max_msgs=600)],
                                  nats_fleet_outage={"survive": "1h", "write_rate": {"bytes": "1KiB"}}),
      "budget-rate-missing: stream 'tel' in account 'TEST' (copied by hub/agg): max_msgs 600: write_rate.messages is "
@@ -895,7 +897,8 @@ def test_fleet_preflight_prints_each_budget_it_passes(tmp_path):
     [printed] = [result["msg"] for task in report["plays"][0]["tasks"]
                  if task["task"]["name"].endswith("Print each site's outage budget") for result in task["hosts"].values()]
     assert printed == ["budget-ok: stream 'tel' in account 'TEST' (copied by hub/agg): keeps 2h16m32s of writes cut "
-                       "off (max_bytes 8MiB at 1KiB/s, then discard: old drops the oldest messages); must survive 1h: ok"]
+                       "off (max_bytes 8MiB at 1KiB/s, then discard: old drops the oldest messages); must survive 1h "
+                       "and 2m to resume: ok"]
 
 
 def test_fleet_preflight_passes_the_valid_fleet(tmp_path):

@@ -46,12 +46,12 @@ def test_the_shortest_limit_gives_the_budget_and_what_ends_it():
     assert row["limit"] == "max_bytes 64MiB at 32KiB/s"
     assert row["text"] == ("s1: stream 'tel' in account 'T' (copied by hub/agg): keeps 34m8s of writes cut off "
                            "(max_bytes 64MiB at 32KiB/s, then discard: old drops the oldest messages); must survive "
-                           "30m: ok")
+                           "30m and 2m to resume: ok")
 
 
 @pytest.mark.parametrize("stream, rate, budget, limit, effect", [
     ({"max_age": "10m"}, RATE, 600, "max_age 10m", "expire"),
-    ({"max_msgs": 6000, "discard": "new"}, RATE, 120, "max_msgs 6,000 at 50/s", "discard: new refuses"),
+    ({"max_msgs": 12000, "discard": "new"}, RATE, 240, "max_msgs 12,000 at 50/s", "discard: new refuses"),
     ({"max_msgs": 6000}, {"messages": 0.5, "bytes": "1KiB"}, 12000, "max_msgs 6,000 at 0.5/s", "discard: old drops"),
     # no stream limit: the account's disk storage, at the rate of its origins at the site
     ({}, {"bytes": "1MiB"}, 1024, "account T's jetstream.disk_storage 1GiB at 1MiB/s", "the account refuses"),
@@ -83,11 +83,22 @@ def test_a_budget_shorter_than_the_site_must_survive_is_refused_naming_site_stre
                             outage={"survive": "3h", "write_rate": RATE}))
     assert message == (
         "s1: stream 'tel' in account 'T' (copied by hub/agg): max_bytes 64MiB at 32KiB/s keeps 34m8s of writes, less "
-        "than the 3h the site must survive cut off (nats_fleet_outage.survive); after that discard: old drops the "
-        "oldest messages, which hub/agg may not have copied. Raise max_bytes to at least 337.5MiB, or lower the rate "
-        "or what the site must survive.")
+        "than the 3h the site must survive cut off (nats_fleet_outage.survive) and the up to 2m its copies take to "
+        "resume once the link is back; after that discard: old drops the oldest messages, which hub/agg may not have "
+        "copied. Raise max_bytes to at least 341.2MiB, or lower the rate or what the site must survive.")
     short_age = fleet({"name": "tel", "subjects": ["tel.>"], "max_age": "1h"}, outage={"survive": "3h", "write_rate": RATE})
-    assert "Raise max_age to at least 3h" in refused(short_age)
+    assert "Raise max_age to at least 3h2m." in refused(short_age)
+
+
+def test_a_budget_must_also_cover_the_wait_until_the_copies_resume():
+    # nats-server retries a lost origin with a backoff of up to 2 minutes: a site cut off for exactly what it must
+    # survive may lose writes before its copies read again
+    def stream(max_age):
+        return fleet({"name": "tel", "subjects": ["tel.>"], "max_age": max_age},
+                     outage={"survive": "1h", "write_rate": RATE})
+    assert "Raise max_age to at least 1h2m." in refused(stream("1h1m"))
+    [row] = budgets(stream("1h2m"))
+    assert not row["short"] and row["text"].endswith("must survive 1h and 2m to resume: ok")
 
 
 def test_only_origins_copied_from_another_domain_count():
