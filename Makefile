@@ -238,6 +238,7 @@ bench: venv go-nats $(DEBIAN_NATS)
 	python3 bench/bench_spark_read.py
 	python3 bench/bench_monitor.py
 	python3 bench/bench_regions.py
+	python3 bench/bench_dataplane.py
 
 # --- the ecosystem's gates -------------------------------------------------------
 # Findings under these paths are counted and shown but fail no gate
