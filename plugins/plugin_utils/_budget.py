@@ -114,10 +114,9 @@ _LOWER = "lower the rate or what the site must survive."
 
 
 def _limits(config, rate, account_share, survive):
-    """[(seconds, limit text, effect key, what would make it last ``survive`` and RESUME)] of one origin: its own
+    """[(seconds, limit text, effect key, what would make it last ``survive`` seconds)] of one origin: its own
     limits, then its account's storage."""
     out = []
-    survive += RESUME
     if config.get("max_age"):
         out.append((config["max_age"] / NS_PER_SECOND, "max_age %s" % format_duration(config["max_age"]), "age",
                     "Raise max_age to at least %s." % seconds_text(survive)))
@@ -147,8 +146,8 @@ def _amount(number, key):
 def budgets(declared, sites, accounts):
     """(rows, problems): one row per origin of a site that declares a budget, in order: {site, account, stream,
     copied_by, survive, budget (seconds, None: no limit ends it), limit (the limit that ends it), effect, short
-    (budget < survive + RESUME), text}; and the text of each origin whose budget is short or cannot be told (a limit whose
-    rate is not declared). ``declared`` as origins() takes it; ``sites``: {domain: settings()}; ``accounts``:
+    (budget < survive + RESUME), text}; and the text of each origin whose budget is short or cannot be told (a limit
+    whose rate is not declared). ``declared`` as origins() takes it; ``sites``: {domain: settings()}; ``accounts``:
     {domain: {account: its jetstream limits}}."""
     rows, problems = [], []
     copied = origins(declared)
@@ -156,6 +155,7 @@ def budgets(declared, sites, accounts):
         setting = sites[site]
         if setting is None:
             continue
+        needed = setting["survive"] + RESUME  # the cut, then the wait until the copies read again
         mine = [(place, desired) for place, desired in declared.get(site, [])
                 if (site, desired.creds, desired.name) in copied]
         try:
@@ -170,12 +170,12 @@ def budgets(declared, sites, accounts):
                 site, desired.name, desired.creds, ", ".join(copies))
             try:
                 limits = _limits(desired.config, rate, shares.get((desired.creds, desired.config.get("storage")
-                                                                   or "file")), setting["survive"])
+                                                                   or "file")), needed)
             except BudgetError as exc:
                 problems.append("%s: %s (%s)" % (label, exc, SETTING))
                 continue
             budget, limit, effect, remedy = min(limits) if limits else (None, "", "", "")
-            short = budget is not None and budget < setting["survive"] + RESUME
+            short = budget is not None and budget < needed
             row = dict(site=site, account=desired.creds, stream=desired.name, place=place, copied_by=copies,
                        survive=setting["survive"], budget=budget, limit=limit, effect=_EFFECT.get(effect, ""),
                        short=short, text=_text(label, setting["survive"], budget, limit, effect, short, remedy,
