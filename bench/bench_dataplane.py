@@ -31,6 +31,7 @@ Usage: .venv/bin/python bench/bench_dataplane.py [--sites 10,30,100] [--rate 20]
 import argparse
 import asyncio
 import bisect
+import calendar
 import json
 import logging
 import os
@@ -39,7 +40,6 @@ import resource
 import shutil
 import signal
 import socket
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -47,7 +47,9 @@ import threading
 import time
 import urllib.request
 
-from bench_monitor import NATS_SERVER, PASSWORD, ROOT, Fleet, free_ports
+from bench_fleet import busy_cpu_seconds
+from bench_monitor import NATS_SERVER, PASSWORD, Fleet, connect, free_ports, stop_processes
+from bench_regions import layout
 
 SPARK_CLASS = os.path.join(os.path.dirname(sys.executable), "spark-class")
 JOB = os.path.join(os.path.dirname(sys.executable), "jetstream-aggregate")
@@ -89,13 +91,6 @@ def own_cpu():
     """CPU seconds of this process (the publishers), without its children (the servers, Spark)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
-
-
-def machine_cpu():
-    """CPU seconds every core of the machine spent busy (not idle, not waiting for I/O) since boot."""
-    with open("/proc/stat") as handle:
-        fields = [int(value) for value in handle.readline().split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _get_json(url):
@@ -142,45 +137,10 @@ class SparkCluster(object):
         return [proc.pid for proc, _log in self.procs]
 
     def stop(self):
-        for proc, log in reversed(self.procs):
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log.close()
+        stop_processes(self.procs, grace=20)
 
 
 # -- the fleet's streams -----------------------------------------------------------------------------------------
-
-
-def hub_streams(regions, domains):
-    """The hub's streams as nats_fleet_aggregates makes them, in the server's API form, and the one the job reads."""
-    sys.path.insert(0, os.path.join(ROOT, ".collections"))
-    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates  # pylint: disable=import-error
-
-    size = -(-len(domains) // regions)
-    spread = dict(("r%d" % (index + 1), domains[index * size:(index + 1) * size]) for index in range(regions))
-    items = _aggregates.streams([{"name": "telemetry", "origin": "telemetry-{site}", "regions": spread,
-                                  "total": regions > 1}], domains, "hub")
-
-    def api_of(source):  # a site's stream is read through its domain's API, a region's in the hub's own
-        return {"external": {"api": "$JS.%s.API" % source["domain"]}} if source.get("domain") else {}
-
-    streams = [{"name": item["name"], "storage": "file",
-                "sources": [dict({"name": source["name"]}, **api_of(source)) for source in item["sources"]]}
-               for item in items]
-    return streams, streams[-1]["name"]
-
-
-async def connect(url, ca=None):
-    import nats
-
-    options = dict(user="app", password=PASSWORD, allow_reconnect=False, connect_timeout=10)
-    if ca:
-        options["tls"] = ssl.create_default_context(cafile=ca)
-    return await nats.connect(url, **options)
 
 
 async def api(nc, subject, body=None):
@@ -191,28 +151,22 @@ async def api(nc, subject, body=None):
     return reply
 
 
-async def site_streams(fleet):
-    for start in range(0, len(fleet.edges), 20):
-        async def one(domain, port):
-            nc = await connect("nats://127.0.0.1:%d" % port)
-            try:
-                await api(nc, "STREAM.CREATE.telemetry-" + domain,
-                          {"name": "telemetry-" + domain, "subjects": ["tel.%s.>" % domain], "storage": "file"})
-            finally:
-                await nc.close()
-        await asyncio.gather(*[one(domain, port) for _name, domain, port, _http in fleet.edges[start:start + 20]])
+async def at_site(port, subject, body=None):
+    """The answer of a site's JetStream API to one request."""
+    nc = await connect("nats://127.0.0.1:%d" % port)
+    try:
+        return await api(nc, subject, body)
+    finally:
+        await nc.close()
 
 
-async def hub_counts(fleet, names):
-    """Messages in each of the hub's streams ``names``, and per site (from the subjects) in the last of them."""
+async def hub_counts(fleet, stream):
+    """Messages per site (from the subjects) in the hub's ``stream``."""
     nc = await connect("tls://127.0.0.1:%d" % fleet.hub_port, fleet.ca.path)
     try:
-        held = {}
-        for name in names:
-            held[name] = (await api(nc, "STREAM.INFO." + name))["state"]["messages"]
         per_site, offset = {}, 0
         while True:
-            info = await api(nc, "STREAM.INFO." + names[-1], {"subjects_filter": ">", "offset": offset})
+            info = await api(nc, "STREAM.INFO." + stream, {"subjects_filter": ">", "offset": offset})
             subjects = info["state"].get("subjects") or {}
             for subject, count in subjects.items():
                 site = subject.split(".")[1]
@@ -220,22 +174,9 @@ async def hub_counts(fleet, names):
             offset += len(subjects)
             if not subjects or offset >= info["state"].get("num_subjects", 0):
                 break
-        return held, per_site
+        return per_site
     finally:
         await nc.close()
-
-
-async def site_counts(fleet):
-    counts = {}
-    for start in range(0, len(fleet.edges), 20):
-        async def one(domain, port):
-            nc = await connect("nats://127.0.0.1:%d" % port)
-            try:
-                counts[domain] = (await api(nc, "STREAM.INFO.telemetry-" + domain))["state"]["messages"]
-            finally:
-                await nc.close()
-        await asyncio.gather(*[one(domain, port) for _name, domain, port, _http in fleet.edges[start:start + 20]])
-    return counts
 
 
 async def catch_up(fleet, stream, job, before, total, restored, timeout):
@@ -302,9 +243,9 @@ async def publish(fleet, rate, seconds, acked, errors):
 
 
 def publish_time(body):
-    """The epoch seconds a message was published at (its timestamp, written by publish())."""
+    """The epoch seconds a message was published at (its UTC timestamp, written by publish())."""
     text = json.loads(body)["timestamp"]
-    return time.mktime(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone + float("0" + text[19:-1])
+    return calendar.timegm(time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")) + float("0" + text[19:-1])
 
 
 # -- the job ----------------------------------------------------------------------------------------------------------
@@ -362,19 +303,17 @@ class Job(object):
     def messages(self):
         return self.progress[-1][1] if self.progress else 0
 
-    def written_at(self, seq):
-        """When the micro-batch that took sequence ``seq`` into Parquet was seen done."""
-        index = bisect.bisect_left([entry[2] for entry in self.progress], seq)
-        return self.progress[index][0] if index < len(self.progress) else None
+    def written_at(self, seqs):
+        """For each of ``seqs``, when the micro-batch that took that sequence into Parquet was seen done."""
+        progress = list(self.progress)
+        through = [entry[2] for entry in progress]
+        return [progress[bisect.bisect_left(through, seq)][0] for seq in seqs]
 
     def per_site(self):
-        import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        table = pq.read_table(os.path.join(self.output, "aggregates"))
-        grouped = table.group_by("site").aggregate([("count", "sum")])
-        return dict(zip(grouped["site"].to_pylist(), [int(v) for v in grouped["count_sum"].to_pylist()])) \
-            if pc.sum(table["count"]).as_py() else {}
+        grouped = pq.read_table(os.path.join(self.output, "aggregates")).group_by("site").aggregate([("count", "sum")])
+        return dict(zip(grouped["site"].to_pylist(), [int(v) for v in grouped["count_sum"].to_pylist()]))
 
     def tail(self):
         with open(self.log_path) as handle:
@@ -455,11 +394,13 @@ def run_size(args, sites, master_url, cluster):
     try:
         fleet.start()
         domains = [domain for _name, domain, _port, _http in fleet.edges]
-        streams, read = hub_streams(args.regions, domains)
-        names = [stream["name"] for stream in streams]
+        # the job reads the last: the one stream, or the regions' total
+        streams = layout(args.regions, domains, "telemetry", total=args.regions > 1)
+        read = streams[-1]["name"]
 
         async def setup():
-            await site_streams(fleet)
+            await fleet.at_each_site(lambda domain, port: at_site(port, "STREAM.CREATE.telemetry-" + domain, {
+                "name": "telemetry-" + domain, "subjects": ["tel.%s.>" % domain], "storage": "file"}))
             nc = await connect("tls://127.0.0.1:%d" % fleet.hub_port, fleet.ca.path)
             try:
                 for stream in streams:
@@ -479,11 +420,13 @@ def run_size(args, sites, master_url, cluster):
         # steady
         hub, site_pids = fleet.procs[0][0].pid, [proc.pid for proc, _log in fleet.procs[1:]]
         spark_pids = job.cpu_pids() + (cluster.pids() if cluster else [])
-        before = (tree_cpu(site_pids), tree_cpu([hub]), tree_cpu(spark_pids), time.monotonic(), machine_cpu(),
-                  own_cpu())
+
+        def cpu_now():
+            return (tree_cpu(site_pids), tree_cpu([hub]), tree_cpu(spark_pids), time.monotonic(), busy_cpu_seconds(),
+                    own_cpu())
+        before = cpu_now()
         asyncio.run(publish(fleet, args.rate, args.seconds, acked, errors))
-        after = (tree_cpu(site_pids), tree_cpu([hub]), tree_cpu(spark_pids), time.monotonic(), machine_cpu(),
-                 own_cpu())
+        after = cpu_now()
         steady = sum(acked.values())
         wait(lambda: job.messages() >= steady, args.timeout, "the steady phase's messages in Parquet")
         wall = after[3] - before[3]
@@ -493,9 +436,9 @@ def run_size(args, sites, master_url, cluster):
                       busy=(after[4] - before[4]) / wall / os.cpu_count(), publisher_cpu=(after[5] - before[5]) / wall)
         times = read_publish_times(fleet, read, steady)
         measured = [(seq, published, stored) for seq, (published, stored) in times.items() if seq > warm]
-        latencies = [job.written_at(seq) - published for seq, published, _stored in measured]
+        written = job.written_at([seq for seq, _published, _stored in measured])
+        latencies = [at - published for at, (_seq, published, _stored) in zip(written, measured)]
         to_hub = [stored - published for _seq, published, stored in measured]
-        written = [job.written_at(seq) for seq, _published, _stored in measured]
         # whether the job keeps up: the latency of the first and of the last 10 s of the phase
         began = min(published for _seq, published, _stored in measured)
         ended = max(published for _seq, published, _stored in measured)
@@ -504,7 +447,7 @@ def run_size(args, sites, master_url, cluster):
         result.update(p50_first=percentile(first_part, 0.5), p50_last=percentile(last_part, 0.5))
         result.update(p50=percentile(latencies, 0.5), p99=percentile(latencies, 0.99), max=max(latencies),
                       hub_p50=percentile(to_hub, 0.5), hub_p99=percentile(to_hub, 0.99),
-                      e2e_rate=len(measured) / (max(written) - min(published for _s, published, _t in measured)))
+                      e2e_rate=len(measured) / (max(written) - began))
         log("%d sites: steady %d messages, p50 %.2f s, p99 %.2f s" % (sites, steady, result["p50"], result["p99"]))
 
         # cut
@@ -515,16 +458,16 @@ def run_size(args, sites, master_url, cluster):
         backlog = total - steady
         restored = time.monotonic()
         cut_links(fleet, False)
-        marks = asyncio.run(catch_up(fleet, names[-1], job, steady, total, restored, args.timeout))
-        resumed, sourced, drained = marks
+        resumed, sourced, drained = asyncio.run(catch_up(fleet, read, job, steady, total, restored, args.timeout))
         result.update(backlog=backlog, resumed=resumed, sourced=sourced, drained=drained,
                       hub_drain_rate=backlog / max(sourced - resumed, 1e-3))
         log("%d sites: backlog %d; the hub resumed copying after %.1f s, held it after %.1f s, Parquet after %.1f s"
             % (sites, backlog, resumed, sourced, drained))
 
         # counts
-        at_sites = asyncio.run(site_counts(fleet))
-        _held, at_hub = asyncio.run(hub_counts(fleet, names))
+        at_sites = dict((domain, answer["state"]["messages"]) for domain, answer in asyncio.run(fleet.at_each_site(
+            lambda domain, port: at_site(port, "STREAM.INFO.telemetry-" + domain))).items())
+        at_hub = asyncio.run(hub_counts(fleet, read))
         in_parquet = job.per_site()
         lost = sum(max(0, acked.get(d, 0) - in_parquet.get(d, 0)) for d in domains)
         twice = sum(max(0, in_parquet.get(d, 0) - acked.get(d, 0)) for d in domains)

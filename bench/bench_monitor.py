@@ -71,6 +71,31 @@ def server_conf(name, domain, port, http, store, tls=None, leaf_listen=None, hub
     return "\n".join(lines) + "\n"
 
 
+async def connect(url, ca=None):
+    """A connection of the user app (no reconnects), over TLS verified against ``ca`` where one is given."""
+    import ssl
+
+    import nats
+
+    options = dict(user="app", password=PASSWORD, allow_reconnect=False, connect_timeout=10)
+    if ca:
+        options["tls"] = ssl.create_default_context(cafile=ca)
+    return await nats.connect(url, **options)
+
+
+def stop_processes(procs, grace=10):
+    """Terminate every (process, log) of ``procs``, then wait for each (killed after ``grace`` s) and close its log."""
+    for proc, _log in procs:
+        proc.terminate()
+    for proc, log in procs:
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
 class Fleet(object):
     def __init__(self, binary, sites, workdir, max_file=67108864):
         sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
@@ -127,14 +152,7 @@ class Fleet(object):
             time.sleep(0.1)
 
     async def _streams_at(self, url, stream, ca=None):
-        import ssl
-
-        import nats
-
-        options = dict(user="app", password=PASSWORD, allow_reconnect=False, connect_timeout=10)
-        if ca:
-            options["tls"] = ssl.create_default_context(cafile=ca)
-        nc = await nats.connect(url, **options)
+        nc = await connect(url, ca)
         try:
             body = {"name": stream, "subjects": [stream + ".>"], "storage": "file", "max_msgs": 1000}
             await nc.request("$JS.API.STREAM.CREATE." + stream, json.dumps(body).encode(), timeout=10)
@@ -146,12 +164,19 @@ class Fleet(object):
         finally:
             await nc.close()
 
+    async def at_each_site(self, work):
+        """``await work(domain, client port)`` for every site, 20 at a time: {domain: what it returned}."""
+        results = {}
+        for start in range(0, len(self.edges), 20):
+            batch = self.edges[start:start + 20]
+            answers = await asyncio.gather(*[work(domain, port) for _name, domain, port, _http in batch])
+            results.update(zip([domain for _name, domain, _port, _http in batch], answers))
+        return results
+
     def streams(self):
         async def everywhere():
             await self._streams_at("tls://127.0.0.1:%d" % self.hub_port, "orders", self.ca.path)
-            for start in range(0, len(self.edges), 20):
-                await asyncio.gather(*[self._streams_at("nats://127.0.0.1:%d" % port, "readings")
-                                       for _name, _domain, port, _http in self.edges[start:start + 20]])
+            await self.at_each_site(lambda _domain, port: self._streams_at("nats://127.0.0.1:%d" % port, "readings"))
         asyncio.run(everywhere())
 
     def exporter_config(self):
@@ -170,15 +195,7 @@ class Fleet(object):
         }
 
     def stop(self):
-        for proc, _log in self.procs:
-            proc.terminate()
-        for proc, log in self.procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            log.close()
+        stop_processes(self.procs)
 
 
 # -- the measured process ----------------------------------------------------------------------------

@@ -23,14 +23,13 @@ import json
 import logging
 import os
 import shutil
-import ssl
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench_monitor import NATS_SERVER, PASSWORD, ROOT, Fleet
+from bench_monitor import NATS_SERVER, ROOT, Fleet, connect
 
 
 def cpu_seconds(pid):
@@ -40,26 +39,24 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def layout(regions, domains):
-    """The hub streams of ``regions`` regions as the collection makes them, in the server's API form."""
+def layout(regions, domains, name="tel", total=False):
+    """The hub streams of the aggregate ``name`` (sourcing ``<name>-<site>``) over ``regions`` regions, the sites
+    split evenly, as the collection makes them (with ``total``, the last sources the regions), in the server's API
+    form."""
     sys.path.insert(0, os.path.join(ROOT, ".collections"))
     from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates  # pylint: disable=import-error
 
     size = -(-len(domains) // regions)
     spread = dict(("r%d" % (index + 1), domains[index * size:(index + 1) * size]) for index in range(regions))
-    items = _aggregates.streams([{"name": "tel", "origin": "tel-{site}", "regions": spread}], domains, "hub")
+    items = _aggregates.streams([{"name": name, "origin": name + "-{site}", "regions": spread, "total": total}],
+                                domains, "hub")
+
+    def api_of(source):  # a site's stream is read through its domain's API, a region's in the hub's own
+        return {"external": {"api": "$JS.%s.API" % source["domain"]}} if source.get("domain") else {}
+
     return [{"name": item["name"], "storage": "file",
-             "sources": [{"name": source["name"], "external": {"api": "$JS.%s.API" % source["domain"]}}
-                         for source in item["sources"]]} for item in items]
-
-
-async def connect(url, ca=None):
-    import nats
-
-    options = dict(user="app", password=PASSWORD, allow_reconnect=False, connect_timeout=10)
-    if ca:
-        options["tls"] = ssl.create_default_context(cafile=ca)
-    return await nats.connect(url, **options)
+             "sources": [dict({"name": source["name"]}, **api_of(source)) for source in item["sources"]]}
+            for item in items]
 
 
 async def fill(fleet, messages):
