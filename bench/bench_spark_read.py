@@ -138,7 +138,7 @@ def own_reader(url, stream, creds=None):
     rows = 0
     with Connection([url], creds=creds) as conn:
         for chunk in RangeReader(conn, "$JS.API", stream, 1, 10 ** 12).batches():
-            rows += record_batch(chunk, schema).num_rows
+            rows += record_batch(chunk, schema, stream=stream).num_rows
     assert isinstance(schema, pa.Schema)
     return rows, time.perf_counter() - started
 

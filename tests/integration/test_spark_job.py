@@ -94,7 +94,8 @@ def test_the_job_aggregates_what_the_edges_sourced_into_the_hub(spark, hub, tmp_
     job.run(config, spark=spark)
     rows, rejects = check_against_reference(hub, config["output"])
     state = json.load(open(os.path.join(config["output"], "_state.json")))
-    assert state["totals"] == {"messages": 400, "rejected": 30, "valid": 370, "last_seq": 400}
+    assert state["totals"] == {"messages": 400, "rejected": 30, "valid": 370, "last_seq": 400,
+                               "streams": {"telemetry": 400}}
     assert len(rejects) == 30
     rejected = telemetry.read_rejects(config["output"]).to_pylist()
     assert sorted(r["seq"] for r in rejected) == sorted(seq for seq, _subject in rejects)
@@ -119,6 +120,31 @@ def test_the_job_aggregates_what_the_edges_sourced_into_the_hub(spark, hub, tmp_
     listener.join(30)
     assert [s["messages"] for s in summaries] == [400, 200], summaries
     assert summaries[0]["rejected"] == 30 and summaries[0]["windows"] and summaries[-1]["through_seq"] == 600
+    assert summaries[-1]["through"] == {"telemetry": 600} and summaries[-1]["stream"] == "telemetry"
+
+
+def test_the_job_reads_regional_streams_side_by_side(spark, hub, tmp_path):
+    """What the regions hold, read side by side, aggregates to what their total holds."""
+    publish(hub, telemetry_messages(300))
+    wait_for(lambda: js_call(hub, "STREAM.INFO.telemetry")["state"]["messages"] == 300)
+    lasts = {site: js_call(hub, "STREAM.INFO.%s" % site)["state"]["last_seq"] for site in ("spoke-1", "spoke-2")}
+    assert sum(lasts.values()) == 300 and all(lasts.values())
+    config = config_for(hub, tmp_path, source=dict(servers=[hub], stream=["spoke-1", "spoke-2"], partitions=2))
+    assert config["source_options"]["stream"] == "spoke-1,spoke-2"
+    job.run(config, spark=spark)
+    want, rejects = reference.compute(hub_messages(hub), WINDOW)
+    got = {(r["site"], r["metric"], int(r["window_start"].timestamp()) * 1000000): r
+           for r in telemetry.read_aggregates(config["output"]).to_pylist()}
+    assert set(got) == set(want)
+    for key, row in want.items():
+        for name in ("count", "bytes", "min", "max"):
+            assert got[key][name] == row[name], (key, name)
+        assert math.isclose(got[key]["sum"], row["sum"], rel_tol=1e-9, abs_tol=1e-6), key
+    totals = json.load(open(os.path.join(config["output"], "_state.json")))["totals"]
+    assert totals["messages"] == 300 and totals["streams"] == lasts
+    rejected = telemetry.read_rejects(config["output"]).to_pylist()
+    assert len(rejected) == len(rejects) and all(r["subject"].startswith("telemetry.%s." % r["stream"])
+                                                 for r in rejected)
 
 
 def test_a_run_on_an_empty_stream_leaves_a_state_that_says_so(spark, hub, tmp_path):
@@ -213,7 +239,8 @@ BAD_CONFIGS = [
     ("summary", "tls_cert", "/c.pem", "job.yml: summary: tls_cert: TLS options take effect with a tls_ca"),
     ("summary", "token", ["t"], 'job.yml: summary: token: ["t"] is not a single value'),
     ("source", "stream", "telemetry/eu", "job.yml: source: jetstream option 'stream': 'telemetry/eu' is not a stream name"),
-    ("source", "stream", ["a", "b"], 'job.yml: source: stream: ["a", "b"] is not a single value'),
+    ("source", "stream", ["a", {"b": 1}], 'job.yml: source: stream[1]: {"b": 1} is not a stream name'),
+    ("source", "stream", ["a", "a"], "job.yml: source: jetstream option 'stream': a named twice"),
     ("source", "servers", "nats://hub:42x2", "job.yml: source: servers: 'nats://hub:42x2' is not a NATS server URL"),
     ("source", "servers", "ws://hub:8080", "job.yml: source: servers: 'ws://hub:8080' is not a NATS server URL"),
     ("source", "filter_subject", "telemetry..eu", "jetstream option 'filter_subject': 'telemetry..eu' is not a subject"),

@@ -110,6 +110,51 @@ def test_streaming_restarts_from_the_checkpoint_with_exactly_the_new_messages(sp
     no_consumers_left(js_server, "s")
 
 
+def test_regional_streams_are_read_side_by_side(spark, js_server, tmp_path):
+    """Several streams in one read: a stream column, each stream's range split on its own, offsets per stream,
+    the limit per trigger shared, a stream added to the query read from its start, one taken out no longer read."""
+    for name in ("north", "south", "east"):
+        js_call(js_server, "STREAM.CREATE.%s" % name, {"name": name, "subjects": [name + ".>"], "storage": "file"})
+    publish(js_server, (("north.s%d" % (n % 3), b"n%d" % n) for n in range(1, 121)))
+    publish(js_server, (("south.s9", b"s%d" % n) for n in range(1, 31)))
+    js_call(js_server, "STREAM.MSG.DELETE.north", {"seq": 7})
+
+    rows = read(spark, js_server, "north,south", partitions=2).collect()
+    assert sorted((r.stream, r.seq) for r in rows) == sorted(
+        [("north", s) for s in range(1, 121) if s != 7] + [("south", s) for s in range(1, 31)])
+    assert all(r.data == (b"n%d" if r.stream == "north" else b"s%d") % r.seq for r in rows)
+    with pytest.raises(Exception, match="'start_seq': a sequence belongs to one stream"):
+        read(spark, js_server, "north,south", start_seq=3).collect()
+
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def run(streams, **options):
+        reader = spark.readStream.format("jetstream").option("servers", js_server)
+        for key, value in options.items():
+            reader = reader.option(key, str(value))
+        query = (reader.load(streams).select("stream", "seq").writeStream.format("parquet")
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(out))
+        query.awaitTermination(120)
+        return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+
+    # 60 a trigger: south's 30 and 30 of north, then north alone
+    assert run("north,south", max_messages_per_trigger=60) == [59, 60, 30]
+    offsets = sorted((n for n in os.listdir(os.path.join(checkpoint, "offsets")) if n.isdigit()), key=int)
+    with open(os.path.join(checkpoint, "offsets", offsets[-1])) as handle:
+        assert json.loads(handle.read().splitlines()[-1]) == {"streams": {"north": 121, "south": 31}}
+    publish(js_server, (("north.s1", b"n%d" % n) for n in range(121, 131)))
+    publish(js_server, (("east.s5", b"e%d" % n) for n in range(1, 6)))
+    # east joins: the first batch records where it starts (its first message), the next reads it
+    assert run("north,south,east") == [10, 5]
+    publish(js_server, (("south.s9", b"s%d" % n) for n in range(31, 41)))
+    assert run("north,east") == []  # south is no longer read
+    stored = sorted((r.stream, r.seq) for r in spark.read.parquet(out).collect())
+    assert stored == sorted([("north", s) for s in range(1, 131) if s != 7] + [("south", s) for s in range(1, 31)]
+                            + [("east", s) for s in range(1, 6)])
+    for name in ("north", "south", "east"):
+        no_consumers_left(js_server, name)
+
+
 def test_sourced_messages_carry_their_origin_header(spark, js_server):
     js_call(js_server, "STREAM.CREATE.edge", {"name": "edge", "subjects": ["edge.>"], "storage": "file"})
     js_call(js_server, "STREAM.CREATE.agg", {"name": "agg", "storage": "file", "sources": [{"name": "edge"}]})

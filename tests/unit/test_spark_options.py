@@ -15,7 +15,7 @@ def test_defaults_and_case_insensitive_names():
     options = opts.ReadOptions({"STREAM": "t", "Servers": "nats://a:4222, nats://b:4222", "Partitions": "3"})
     assert options.servers == ["nats://a:4222", "nats://b:4222"]
     assert options.partitions == 3 and options.starting == "earliest" and options.tls is None
-    assert opts.ReadOptions({"path": "from_load"}).stream == "from_load"
+    assert opts.ReadOptions({"path": "from_load"}).streams == ["from_load"]
 
 
 @pytest.mark.parametrize("given, message", [
@@ -68,14 +68,44 @@ def test_partition_count():
     assert opts.partition_count(read_options(), 10, 9) == 1
 
 
-def test_offsets_belong_to_their_stream():
-    start = opts.offset("telemetry", 11)
-    assert start == {"stream": "telemetry", "seq": 11}
-    assert opts.offset_seq(start, "telemetry") == 11
-    with pytest.raises(opts.OptionError, match="checkpoint holds offsets of stream 'telemetry'"):
-        opts.offset_seq(start, "other")
+def test_offsets_belong_to_their_streams():
+    start = opts.offset({"telemetry-north": 11, "telemetry-south": 4})
+    assert start == {"streams": {"telemetry-north": 11, "telemetry-south": 4}}
+    assert opts.offset_seqs(start, ["telemetry-north", "telemetry-south"]) == {"telemetry-north": 11,
+                                                                              "telemetry-south": 4}
+    # a stream added to the query is not in the checkpoint yet; one taken out is no longer read
+    assert opts.offset_seqs(start, ["telemetry-north", "telemetry-east"]) == {"telemetry-north": 11}
+    # what earlier versions wrote for their one stream
+    assert opts.offset_seqs({"stream": "telemetry", "seq": 7}, ["telemetry"]) == {"telemetry": 7}
+    with pytest.raises(opts.OptionError, match="checkpoint holds offsets of stream 'telemetry', the query reads 'other'"):
+        opts.offset_seqs({"stream": "telemetry", "seq": 7}, ["other"])
     with pytest.raises(opts.OptionError, match="not an offset"):
-        opts.offset_seq({"x": 1}, "telemetry")
+        opts.offset_seqs({"x": 1}, ["telemetry"])
+
+
+def test_several_streams():
+    assert read_options(stream=" telemetry-north, telemetry-south ").streams == ["telemetry-north", "telemetry-south"]
+    assert read_options(stream="a,b", start_time="2026-11-23T10:00:00Z").start_time is not None
+    for given, message in (({"stream": "a,b,a"}, "'stream': a named twice"),
+                           ({"stream": "a,b.c"}, "'b.c' is not a stream name"),
+                           ({"stream": " , "}, "'stream' is required"),
+                           ({"stream": "a,b", "start_seq": "5"}, "'start_seq': a sequence belongs to one stream"),
+                           ({"stream": "a,b", "end_seq": "5"}, "'end_seq': a sequence belongs to one stream")):
+        with pytest.raises(opts.OptionError) as caught:
+            opts.ReadOptions(given)
+        assert message in str(caught.value)
+
+
+def test_end_offsets_share_the_limit_fairly():
+    starts = {"a": 1, "b": 1, "c": 1}
+    lasts = {"a": 100, "b": 5, "c": 100}
+    assert opts.end_offsets(starts, lasts) == {"a": 101, "b": 6, "c": 101}
+    # b has 5 to read: the other two share what it leaves of 30
+    assert opts.end_offsets(starts, lasts, 30) == {"a": 13, "b": 6, "c": 14}
+    assert sum(end - starts[n] for n, end in opts.end_offsets(starts, lasts, 30).items()) == 30
+    # Trigger.AvailableNow's targets, and a stream with nothing new
+    assert opts.end_offsets(starts, lasts, None, {"a": 51, "b": 6, "c": 1}) == {"a": 51, "b": 6, "c": 1}
+    assert opts.end_offsets({"a": 101}, {"a": 100}, 10) == {"a": 101}
 
 
 @pytest.mark.parametrize("start, last, most, cap, end", [

@@ -9,7 +9,7 @@ from pyspark_jetstream._arrow import record_batch
 from pyspark_jetstream._reader import Chunk, RangeReader, ack_fields
 
 SCHEMA = pa.schema([
-    pa.field("seq", pa.int64(), False), pa.field("subject", pa.string(), False),
+    pa.field("stream", pa.string(), False), pa.field("seq", pa.int64(), False), pa.field("subject", pa.string(), False),
     pa.field("timestamp", pa.timestamp("us", tz="UTC"), False),
     pa.field("headers", pa.map_(pa.field("key", pa.string(), False), pa.field("value", pa.string(), False)), True),
     pa.field("data", pa.binary(), True)])
@@ -169,8 +169,9 @@ def test_record_batch_layout():
         chunk.replies.append(ack(sseq, sseq, 0))
         chunk.headers.append(None)
         chunk.data.append(b"{}")
-    batch = record_batch(chunk, SCHEMA)
+    batch = record_batch(chunk, SCHEMA, stream="telemetry-north")
     assert batch.schema.equals(SCHEMA)
+    assert batch.column("stream").to_pylist() == ["telemetry-north", "telemetry-north"]
     assert batch.column("seq").to_pylist() == [3, 4]
     assert batch.column("subject").to_pylist() == ["t.\u00e9", "t.\u00e9"]
     assert batch.column("timestamp")[0].value == 1795428000123456

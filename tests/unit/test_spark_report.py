@@ -57,11 +57,17 @@ def test_a_job_that_read_nothing_yet_says_it_runs_and_its_first_batch_counts_in_
     assert not telemetry.mark_started(out, "q1")  # never replaces a state
     assert telemetry.format_report(*telemetry.report(out)).splitlines()[1:] == [
         "messages 0: the job runs and has read nothing yet"]
-    telemetry.update_state(out, "q1", 0, {"messages": 5, "rejected": 1, "valid": 4, "last_seq": 5})
+    telemetry.update_state(out, "q1", 0, {"messages": 5, "rejected": 1, "valid": 4, "last_seq": 5,
+                                          "streams": {"t": 5}})
     state = json.load(open(tmp_path / "out" / "_state.json"))
-    assert state["batch"] == 0 and state["totals"] == {"messages": 5, "rejected": 1, "valid": 4, "last_seq": 5}
+    assert state["batch"] == 0 and state["totals"] == {"messages": 5, "rejected": 1, "valid": 4, "last_seq": 5,
+                                                       "streams": {"t": 5}}
     assert not telemetry.mark_started(out, "q1")
     assert json.load(open(tmp_path / "out" / "_state.json")) == state
+    # each stream's last sequence read is kept, also of a stream a later batch did not read
+    telemetry.update_state(out, "q1", 1, {"messages": 2, "rejected": 0, "valid": 2, "last_seq": 3,
+                                          "streams": {"u": 3}})
+    assert json.load(open(tmp_path / "out" / "_state.json"))["totals"]["streams"] == {"t": 5, "u": 3}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["_state.json"]
 
 

@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 
 from pyspark_jetstream._nats import parse_headers
 
-BASE_COLUMNS = ("seq", "subject", "timestamp", "headers", "data")
+BASE_COLUMNS = ("stream", "seq", "subject", "timestamp", "headers", "data")
 
 
 def _ack_layout(reply):
@@ -31,8 +31,8 @@ def _headers_array(blocks, map_type):
                                    pa.array(values, pa.string()), type=map_type)
 
 
-def base_arrays(chunk, schema):
-    """{column: array} of the base columns of a chunk, typed as in ``schema``."""
+def base_arrays(chunk, schema, stream=""):
+    """{column: array} of the base columns of a chunk of ``stream``, typed as in ``schema``."""
     splits, seq_at, ts_at = _ack_layout(chunk.replies[0])
     parts = pc.split_pattern(pa.array(chunk.replies, pa.binary()).cast(pa.string()), ".",
                              max_splits=splits, reverse=True)
@@ -40,6 +40,7 @@ def base_arrays(chunk, schema):
     nanos = pc.list_element(parts, ts_at).cast(pa.int64())
     micros = pc.divide(nanos, pa.scalar(1000, pa.int64()))
     columns = {
+        "stream": pa.array([stream] * len(chunk), pa.string()),
         "seq": seq,
         "subject": pa.array(chunk.subjects, pa.binary()).cast(pa.string()),
         "timestamp": micros.cast(schema.field("timestamp").type),
@@ -54,10 +55,10 @@ def base_arrays(chunk, schema):
     return columns
 
 
-def record_batch(chunk, schema, extra=None):
-    """A RecordBatch of ``schema`` (an Arrow schema) from a chunk; ``extra``
+def record_batch(chunk, schema, extra=None, stream=""):
+    """A RecordBatch of ``schema`` (an Arrow schema) from a chunk of ``stream``; ``extra``
     computes further columns: extra(chunk, columns, schema) -> {name: array}."""
-    columns = base_arrays(chunk, schema)
+    columns = base_arrays(chunk, schema, stream)
     if extra is not None:
         columns.update(extra(chunk, columns, schema))
     arrays = []

@@ -25,7 +25,7 @@ def read_text(path, error, what=None):
 #: the options the data source knows; anything else is refused (typos are bugs)
 KNOWN = {
     "servers": "NATS URLs, comma separated",
-    "stream": "the stream to read",
+    "stream": "the stream to read, or several read side by side (comma separated: regional streams)",
     "domain": "JetStream domain of the stream",
     "api_prefix": "JetStream API prefix (another account's stream, imported under this prefix)",
     "deliver_prefix": "subject prefix for deliveries (the shared stream's deliver prefix)",
@@ -164,6 +164,19 @@ def parse_duration(text, what="duration"):
     return seconds
 
 
+def stream_names(text):
+    """The streams of the ``stream`` option: one name, or several separated by commas, each once."""
+    names = [name.strip() for name in str(text).split(",") if name.strip()]
+    if not names:
+        raise OptionError("jetstream option 'stream' is required (or load('<stream>'))")
+    for name in names:
+        check_stream_name(name)
+    twice = sorted(set(name for name in names if names.count(name) > 1))
+    if twice:
+        raise OptionError("jetstream option 'stream': %s named twice (each stream is read once)" % ", ".join(twice))
+    return names
+
+
 class ReadOptions(object):
     """Checked options of one read (batch) or query (streaming)."""
 
@@ -172,10 +185,7 @@ class ReadOptions(object):
         unknown = sorted(set(options) - set(KNOWN) - {"path"})
         if unknown:
             raise OptionError("jetstream: unknown option(s) %s; known: %s" % (", ".join(unknown), ", ".join(sorted(KNOWN))))
-        self.stream = (options.get("stream") or options.get("path") or "").strip()
-        if not self.stream:
-            raise OptionError("jetstream option 'stream' is required (or load('<stream>'))")
-        check_stream_name(self.stream)
+        self.streams = stream_names(options.get("stream") or options.get("path") or "")
         servers = options.get("servers") or "nats://127.0.0.1:4222"
         self.servers = [check_server_url(s) for s in str(servers).split(",") if s.strip()]
         self.domain = options.get("domain") or None
@@ -208,6 +218,10 @@ class ReadOptions(object):
         if len(given) > 1:
             raise OptionError("jetstream options %s exclude each other" % " and ".join(repr(g) for g in given))
         self.end_seq = _int(options, "end_seq")
+        several = [n for n in ("start_seq", "end_seq") if options.get(n)]
+        if several and len(self.streams) > 1:
+            raise OptionError("jetstream option %r: a sequence belongs to one stream, and this read has %d (%s); "
+                              "use start_time or starting" % (several[0], len(self.streams), ", ".join(self.streams)))
         self.partitions = _int(options, "partitions")
         self.messages_per_partition = _int(options, "messages_per_partition", 250000)
         self.max_messages_per_trigger = _int(options, "max_messages_per_trigger")
@@ -262,23 +276,29 @@ def partition_count(options, first, last):
     return max(1, min(64, -(-total // options.messages_per_partition)))
 
 
-def offset(stream, next_seq):
-    """A streaming offset: every sequence before ``next_seq`` is read."""
-    return {"stream": stream, "seq": int(next_seq)}
+def offset(positions):
+    """A streaming offset: {"streams": {stream: next sequence}}; every sequence of a stream before its next one is
+    read."""
+    return {"streams": {name: int(seq) for name, seq in positions.items()}}
 
 
-def offset_seq(value, stream):
-    """The next sequence of an offset, checked against the stream being read."""
-    if not isinstance(value, dict) or "seq" not in value:
+def offset_seqs(value, streams):
+    """{stream: next sequence} of an offset, for those of ``streams`` it holds (a stream added to the query since
+    is not there yet). Offsets of one stream as earlier versions wrote them ({"stream", "seq"}) are read too."""
+    if isinstance(value, dict) and "seq" in value and "streams" not in value:
+        value = {"streams": {value.get("stream") or streams[0]: value["seq"]}}
+    if not isinstance(value, dict) or not isinstance(value.get("streams"), dict):
         raise OptionError("jetstream: %r is not an offset of this source" % (value,))
-    if value.get("stream") not in (None, stream):
-        raise OptionError("jetstream: the checkpoint holds offsets of stream %r, the query reads %r; "
-                          "use a new checkpoint location for another stream" % (value.get("stream"), stream))
-    return int(value["seq"])
+    held = value["streams"]
+    if held and not set(held) & set(streams):
+        raise OptionError("jetstream: the checkpoint holds offsets of stream %s, the query reads %s; use a new "
+                          "checkpoint location for other streams"
+                          % (", ".join(repr(n) for n in sorted(held)), ", ".join(repr(n) for n in streams)))
+    return {name: int(seq) for name, seq in held.items() if name in streams}
 
 
 def end_offset(start_seq, last_seq, max_messages=None, cap=None):
-    """The next micro-batch's end offset (exclusive): everything up to the
+    """The next micro-batch's end offset (exclusive) of one stream: everything up to the
     stream's last sequence, at most ``max_messages`` sequences, never past
     ``cap`` (Trigger.AvailableNow's target), never before ``start_seq``."""
     end = last_seq + 1
@@ -287,6 +307,24 @@ def end_offset(start_seq, last_seq, max_messages=None, cap=None):
     if cap is not None:
         end = min(end, cap)
     return max(start_seq, end)
+
+
+def end_offsets(starts, lasts, max_messages=None, caps=None):
+    """{stream: end (exclusive)} of the next micro-batch over several streams (``starts``: their next sequences,
+    ``lasts``: their last ones, ``caps``: Trigger.AvailableNow's targets). ``max_messages`` is shared fairly: a
+    stream with less to read than its share leaves the rest to the others."""
+    caps = caps or {}
+    ends = {name: end_offset(start, lasts[name], None, caps.get(name)) for name, start in starts.items()}
+    if not max_messages:
+        return ends
+    waiting = sorted(starts, key=lambda name: (ends[name] - starts[name], name))
+    left = int(max_messages)
+    for index, name in enumerate(waiting):
+        share = left // (len(waiting) - index)
+        take = min(ends[name] - starts[name], share)
+        ends[name] = starts[name] + take
+        left -= take
+    return ends
 
 
 # --------------------------------------------------------------------------

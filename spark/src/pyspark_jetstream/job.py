@@ -1,4 +1,4 @@
-"""jetstream-aggregate: edge telemetry from a JetStream stream, aggregated per
+"""jetstream-aggregate: edge telemetry from JetStream streams, aggregated per
 site, metric and time window into Parquet.
 
     jetstream-aggregate --config /etc/jetstream-aggregate/job.yml
@@ -7,7 +7,7 @@ site, metric and time window into Parquet.
     jetstream-aggregate --show /var/lib/jetstream-aggregate/output
 
 Input: JSON messages {"site", "metric", "value", "timestamp"}. Invalid ones are
-counted and kept in ``<output>/rejects`` with their sequence, subject and the
+counted and kept in ``<output>/rejects`` with their stream, sequence, subject and the
 reason. Aggregates (count, sum, min, max, avg, bytes, and the lag between edge
 time and arrival in the stream read, in seconds) go to
 ``<output>/aggregates/date=YYYY-MM-DD/``. ``mode: batch`` reads what is new
@@ -164,6 +164,9 @@ def _source_value(key, value, where):
     label = "%s: source: %s" % (where, key)
     if key == "servers":
         return _servers(value, label)
+    if key == "stream" and isinstance(value, (list, tuple)):
+        # regional streams read side by side
+        return ",".join(_text(name, "%s[%d]" % (label, i), "a stream name") for i, name in enumerate(value))
     if key in _FLAGS:
         return _flag(value, label)
     if isinstance(value, (dt.datetime, dt.date)):
@@ -194,8 +197,8 @@ def source_options(source, where="config"):
         checked = opts.ReadOptions(options)
     except opts.OptionError as exc:
         raise ConfigError("%s: source: %s" % (where, exc))
-    # the summary names the stream and falls back on the source's servers: as the reader takes them
-    options["stream"] = checked.stream
+    # the summary names the streams and falls back on the source's servers: as the reader takes them
+    options["stream"] = ",".join(checked.streams)
     if not any(str(key).lower() == "servers" for key in options):
         options["servers"] = ",".join(checked.servers)
     return options
@@ -339,11 +342,13 @@ class BatchWriter(object):
         query = self.query_id()
         classified = telemetry.classify(df).persist()
         try:
-            counts_row = classified.agg(F.count(F.lit(1)).alias("messages"),
-                                        F.count("reason").alias("rejected"),
-                                        F.max("seq").alias("last_seq")).collect()[0]
-            counts = {"messages": counts_row["messages"], "rejected": counts_row["rejected"],
-                      "last_seq": counts_row["last_seq"] or 0}
+            per_stream = classified.groupBy("stream").agg(F.count(F.lit(1)).alias("messages"),
+                                                          F.count("reason").alias("rejected"),
+                                                          F.max("seq").alias("last_seq")).collect()
+            counts = {"messages": sum(row["messages"] for row in per_stream),
+                      "rejected": sum(row["rejected"] for row in per_stream),
+                      "last_seq": max([row["last_seq"] for row in per_stream] or [0]),
+                      "streams": {row["stream"]: row["last_seq"] for row in per_stream}}
             if not counts["messages"]:
                 return
             partial = telemetry.aggregate(classified.where(F.col("reason").isNull()), self.config["window"]).toArrow()
@@ -354,11 +359,18 @@ class BatchWriter(object):
         touched = telemetry.apply_aggregates(self.output, partial, self.config["window"], query, batch_id)
         counts["valid"] = counts["messages"] - counts["rejected"]
         state = telemetry.update_state(self.output, query, batch_id, counts)
-        LOG.warning("batch %d: %d messages, %d rejected, through sequence %d, %d windows updated in %.1fs",
-                    batch_id, counts["messages"], counts["rejected"], counts["last_seq"],
+        LOG.warning("batch %d: %d messages, %d rejected, through %s, %d windows updated in %.1fs",
+                    batch_id, counts["messages"], counts["rejected"], through(counts["streams"]),
                     0 if touched is None else touched.num_rows, time.monotonic() - started)
         if self.config["summary"]:
             publish_summary(self.config, batch_id, counts, state, touched)
+
+
+def through(streams):
+    """How far a micro-batch read: 'sequence N' of one stream, 'a N, b M' of several."""
+    if len(streams) == 1:
+        return "sequence %d" % list(streams.values())[0]
+    return ", ".join("%s %d" % (name, seq) for name, seq in sorted(streams.items()))
 
 
 def summary_message(config, batch_id, counts, state, touched):
@@ -372,7 +384,8 @@ def summary_message(config, batch_id, counts, state, touched):
                             "min": row["min"], "max": row["max"], "avg": row["avg"], "bytes": row["bytes"],
                             "lag_avg_s": row["lag_avg"], "lag_max_s": row["lag_max"]})
     return {"stream": config["source_options"]["stream"], "batch": batch_id, "messages": counts["messages"],
-            "rejected": counts["rejected"], "through_seq": counts["last_seq"], "totals": state.get("totals"),
+            "rejected": counts["rejected"], "through_seq": counts["last_seq"], "through": counts["streams"],
+            "totals": state.get("totals"),
             "windows": windows, "windows_truncated": touched is not None and touched.num_rows > limit}
 
 

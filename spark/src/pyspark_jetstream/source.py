@@ -20,6 +20,7 @@ _SPARK_TYPES = {"string": StringType, "boolean": BooleanType, "int": IntegerType
 
 def base_schema():
     return StructType([
+        StructField("stream", StringType(), False),
         StructField("seq", LongType(), False),
         StructField("subject", StringType(), False),
         StructField("timestamp", TimestampType(), False),
@@ -40,11 +41,11 @@ def schema_for(options):
 
 
 class SequenceRange(InputPartition):
-    """Stream sequences ``first``..``last`` (inclusive)."""
+    """Sequences ``first``..``last`` (inclusive) of ``stream``."""
 
-    def __init__(self, first, last):
-        super().__init__((first, last))
-        self.first, self.last = first, last
+    def __init__(self, stream, first, last):
+        super().__init__((stream, first, last))
+        self.stream, self.first, self.last = stream, first, last
 
 
 class Connector(object):
@@ -95,7 +96,7 @@ def _read(path, what):
 
 
 class _Reading(object):
-    """What batch and streaming readers share: the stream's bounds and reading a range."""
+    """What batch and streaming readers share: the streams' bounds and reading a range of one."""
 
     def __init__(self, options, schema):
         self.options = options
@@ -106,26 +107,32 @@ class _Reading(object):
         return "%s.probe" % self.options.deliver_prefix
 
     def bounds(self):
-        """(first, last) sequence of the stream now."""
+        """{stream: (first, last) sequence} of every stream read, now."""
         with self.connector.connect() as conn:
             js = self.connector.jetstream(conn)
-            return js.bounds(self.options.stream, self.options.filter_subject, self._deliver_subject())
+            return {stream: js.bounds(stream, self.options.filter_subject, self._deliver_subject())
+                    for stream in self.options.streams}
 
-    def start_seq(self, first, last):
-        """Where a new read starts, from ``starting``, ``start_seq`` or ``start_time``."""
+    def start_seqs(self, bounds):
+        """{stream: where a new read of it starts}, from ``starting``, ``start_seq`` or ``start_time``, never
+        before its first sequence; ``bounds``: {stream: (first, last)}."""
         options = self.options
-        if options.start_seq:
-            return options.start_seq
         if options.start_time:
             with self.connector.connect() as conn:
                 js = self.connector.jetstream(conn)
-                return js.seq_at_time(options.stream, opts.rfc3339(options.start_time), options.filter_subject,
-                                      self._deliver_subject())
-        return last + 1 if options.starting == "latest" else first
+                starts = {stream: js.seq_at_time(stream, opts.rfc3339(options.start_time), options.filter_subject,
+                                                 self._deliver_subject()) for stream in bounds}
+        elif options.start_seq:
+            starts = {stream: options.start_seq for stream in bounds}
+        else:
+            starts = {stream: last + 1 if options.starting == "latest" else first
+                      for stream, (first, last) in bounds.items()}
+        return {stream: max(bounds[stream][0], start) for stream, start in starts.items()}
 
-    def plan(self, first, last):
-        return [SequenceRange(a, b) for a, b in opts.split_range(
-            first, last, opts.partition_count(self.options, first, last))]
+    def plan(self, ranges):
+        """Partitions of {stream: (first, last)}: each stream's range split on its own."""
+        return [SequenceRange(stream, a, b) for stream, (first, last) in ranges.items()
+                for a, b in opts.split_range(first, last, opts.partition_count(self.options, first, last))]
 
     def read(self, partition):
         import pyarrow as pa  # noqa: F401 (fail early and clearly when it is missing)
@@ -138,12 +145,12 @@ class _Reading(object):
         extra = _json_columns(self.options.json_schema) if self.options.json_schema else None
         options = self.options
         with self.connector.connect() as conn:
-            reader = RangeReader(conn, self.connector.api, options.stream, partition.first, partition.last,
+            reader = RangeReader(conn, self.connector.api, partition.stream, partition.first, partition.last,
                                  filter_subject=options.filter_subject, deliver_prefix=options.deliver_prefix,
                                  batch_rows=options.batch_rows, heartbeat=options.heartbeat,
                                  timeout=options.timeout)
             for chunk in reader.batches():
-                yield record_batch(chunk, schema, extra)
+                yield record_batch(chunk, schema, extra, partition.stream)
 
 
 def _json_columns(fields):
@@ -162,22 +169,22 @@ def _json_columns(fields):
 
 class JetStreamBatchReader(_Reading, DataSourceReader):
     def partitions(self):
-        first, last = self.bounds()
-        start = max(first, self.start_seq(first, last))
-        end = min(last, self.options.end_seq) if self.options.end_seq else last
-        return self.plan(start, end)
+        bounds = self.bounds()
+        starts = self.start_seqs(bounds)
+        end_seq = self.options.end_seq
+        return self.plan({stream: (starts[stream], min(last, end_seq) if end_seq else last)
+                          for stream, (_first, last) in bounds.items()})
 
 
 class JetStreamStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets are {"stream": name, "seq": next sequence to read}."""
+    """Offsets are {"streams": {stream: next sequence to read}}."""
 
     def __init__(self, options, schema):
         super().__init__(options, schema)
-        self.cap = None
+        self.caps = None
 
     def initialOffset(self):
-        first, last = self.bounds()
-        return opts.offset(self.options.stream, max(first, self.start_seq(first, last)))
+        return opts.offset(self.start_seqs(self.bounds()))
 
     def getDefaultReadLimit(self):
         if self.options.max_messages_per_trigger:
@@ -186,21 +193,30 @@ class JetStreamStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAva
 
     def prepareForTriggerAvailableNow(self):
         # what is there now, and not what arrives while the query catches up
-        self.cap = self.bounds()[1] + 1
+        self.caps = {stream: last + 1 for stream, (_first, last) in self.bounds().items()}
 
     def latestOffset(self, start, limit):
-        next_seq = opts.offset_seq(start, self.options.stream)
-        _first, last = self.bounds()
+        starts = opts.offset_seqs(start, self.options.streams)
+        bounds = self.bounds()
+        added = [stream for stream in bounds if stream not in starts]
+        if added:
+            # a stream added to the query since the checkpoint: this batch records where it starts, the next reads
+            new = self.start_seqs({stream: bounds[stream] for stream in added})
+            lasts = dict((stream, new[stream] - 1) for stream in added)
+            starts.update(new)
+        else:
+            lasts = {}
+        lasts = dict({stream: last for stream, (_first, last) in bounds.items()}, **lasts)
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return opts.offset(self.options.stream, opts.end_offset(next_seq, last, most, self.cap))
+        return opts.offset(opts.end_offsets(starts, lasts, most, self.caps))
 
     def reportLatestOffset(self):
-        return opts.offset(self.options.stream, self.bounds()[1] + 1)
+        return opts.offset({stream: last + 1 for stream, (_first, last) in self.bounds().items()})
 
     def partitions(self, start, end):
-        first = opts.offset_seq(start, self.options.stream)
-        stop = opts.offset_seq(end, self.options.stream)
-        return self.plan(first, stop - 1)
+        firsts = opts.offset_seqs(start, self.options.streams)
+        stops = opts.offset_seqs(end, self.options.streams)
+        return self.plan({stream: (firsts.get(stream, stop), stop - 1) for stream, stop in stops.items()})
 
     def commit(self, end):
         """Nothing to do: the position lives in Spark's checkpoint, not in NATS."""

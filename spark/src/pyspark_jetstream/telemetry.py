@@ -57,7 +57,7 @@ def aggregate(valid, window_seconds):
 def rejects(df):
     from pyspark.sql import functions as F
 
-    return df.where(F.col("reason").isNotNull()).select("seq", "subject", "timestamp", "reason", "data")
+    return df.where(F.col("reason").isNotNull()).select("stream", "seq", "subject", "timestamp", "reason", "data")
 
 
 # --------------------------------------------------------------------------
@@ -189,6 +189,9 @@ def update_state(output, query, batch, counts):
     for name, value in counts.items():
         if name == "last_seq":
             totals[name] = max(totals.get(name) or 0, value or 0)
+        elif name == "streams":  # the last sequence read of each stream
+            seen = totals.get(name) or {}
+            totals[name] = dict(seen, **{stream: max(seen.get(stream) or 0, seq or 0) for stream, seq in value.items()})
         else:
             totals[name] = totals.get(name, 0) + value
     state = dict(query=query, batch=batch, totals=totals, last_batch=counts)
@@ -209,8 +212,8 @@ def mark_started(output, query):
     os.makedirs(output, exist_ok=True)
     temporary = "%s.%d.tmp" % (path, os.getpid())
     with open(temporary, "w") as handle:
-        json.dump(dict(query=query, batch=-1, totals={"messages": 0, "rejected": 0, "valid": 0, "last_seq": 0},
-                       last_batch=None), handle, indent=1, sort_keys=True)
+        totals = {"messages": 0, "rejected": 0, "valid": 0, "last_seq": 0, "streams": {}}
+        json.dump(dict(query=query, batch=-1, totals=totals, last_batch=None), handle, indent=1, sort_keys=True)
     try:
         os.link(temporary, path)  # fails where update_state got there first
         return True
