@@ -6,13 +6,14 @@ cluster (a master and a worker from pyspark's own jars, as the spark_cluster rol
 runs the job without one). Every site gets a stream ``telemetry-site-N``; the hub gets the streams
 nats_fleet_aggregates makes (``_aggregates.streams``: one stream sourcing every site, or --regions R regional
 streams and their total), and the collection's Spark job (``jetstream-aggregate``, streaming) reads the
-hub's stream into Parquet (trigger_interval --trigger). Then:
+hub's stream into Parquet (trigger_interval --trigger): the one stream or the total, or with --read regions the
+regional streams side by side (and no total is made). Then:
 
   warm-up     every site publishes for --warmup seconds (the job's first micro-batches are not its steady state)
   steady      every site publishes --rate messages a second (JSON telemetry, each awaited until its site's stream
               acknowledged it) for --seconds; once the Parquet output holds all of them, each message's latency is
               the time from its publish (its own timestamp) to the micro-batch that wrote it into Parquet (the job's
-              _state.json, polled every 20 ms, against the message's sequence in the hub's stream)
+              _state.json, polled every 20 ms, against the message's sequence in the hub's stream it was read from)
   cut         every site's leaf link for the data account is removed (a config reload of each site); the sites
               keep publishing at the same rate for --cut minutes, then the links come back (reload) and the run
               counts the backlog, the time until the hub's streams and then the Parquet output hold it, and the rate
@@ -25,7 +26,7 @@ CPU: user + system seconds of each process tree (/proc), during the steady phase
 (mean), the hub server's and the Spark processes' (master, worker with its executor, the job's driver) divided by N.
 
 Usage: .venv/bin/python bench/bench_dataplane.py [--sites 10,30,100] [--rate 20] [--seconds 60] [--cut 1]
-           [--regions 1] [--master standalone|local[2]|spark://...] [--server BINARY]
+           [--regions 1] [--read total|regions] [--master standalone|local[2]|spark://...] [--server BINARY]
 """
 
 import argparse
@@ -160,35 +161,43 @@ async def at_site(port, subject, body=None):
         await nc.close()
 
 
-async def hub_counts(fleet, stream):
-    """Messages per site (from the subjects) in the hub's ``stream``."""
+async def hub_counts(fleet, streams):
+    """Messages per site (from the subjects) in the hub's ``streams``."""
     nc = await connect("tls://127.0.0.1:%d" % fleet.hub_port, fleet.ca.path)
+    per_site = {}
     try:
-        per_site, offset = {}, 0
-        while True:
-            info = await api(nc, "STREAM.INFO." + stream, {"subjects_filter": ">", "offset": offset})
-            subjects = info["state"].get("subjects") or {}
-            for subject, count in subjects.items():
-                site = subject.split(".")[1]
-                per_site[site] = per_site.get(site, 0) + count
-            offset += len(subjects)
-            if not subjects or offset >= info["state"].get("num_subjects", 0):
-                break
+        for stream in streams:
+            await _count_subjects(nc, stream, per_site)
         return per_site
     finally:
         await nc.close()
 
 
-async def catch_up(fleet, stream, job, before, total, restored, timeout):
-    """Seconds from ``restored`` until the hub's ``stream`` grew past ``before`` messages (its sources resumed), until
-    it held ``total``, and until the job's Parquet output held ``total``."""
+async def _count_subjects(nc, stream, per_site):
+    offset = 0
+    while True:
+        info = await api(nc, "STREAM.INFO." + stream, {"subjects_filter": ">", "offset": offset})
+        subjects = info["state"].get("subjects") or {}
+        for subject, count in subjects.items():
+            site = subject.split(".")[1]
+            per_site[site] = per_site.get(site, 0) + count
+        offset += len(subjects)
+        if not subjects or offset >= info["state"].get("num_subjects", 0):
+            return
+
+
+async def catch_up(fleet, streams, job, before, total, restored, timeout):
+    """Seconds from ``restored`` until the hub's ``streams`` grew past ``before`` messages (their sources resumed),
+    until they held ``total``, and until the job's Parquet output held ``total``."""
     nc = await connect("tls://127.0.0.1:%d" % fleet.hub_port, fleet.ca.path)
     resumed = sourced = None
     try:
         while True:
             now = time.monotonic() - restored
             if sourced is None:
-                held = (await api(nc, "STREAM.INFO." + stream))["state"]["messages"]
+                held = 0
+                for stream in streams:
+                    held += (await api(nc, "STREAM.INFO." + stream))["state"]["messages"]
                 if resumed is None and held > before:
                     resumed = now
                 if held >= total:
@@ -252,17 +261,17 @@ def publish_time(body):
 
 
 class Job(object):
-    """The collection's Spark job (jetstream-aggregate) on the hub's stream, and a watch on its state file."""
+    """The collection's Spark job (jetstream-aggregate) on the hub's streams, and a watch on its state file."""
 
-    def __init__(self, workdir, fleet, stream, master, trigger):
+    def __init__(self, workdir, fleet, streams, master, trigger):
         self.output = os.path.join(workdir, "output")
         self.config = os.path.join(workdir, "job.json")
         self.log_path = os.path.join(workdir, "job.log")
-        self.progress = []  # (epoch seconds, totals.messages, totals.last_seq), in order
+        self.progress = []  # (epoch seconds, totals.messages, totals.streams: each stream's last sequence), in order
         self._stop = threading.Event()
         config = {"mode": "streaming", "trigger_interval": "%ds" % trigger, "window": "1m", "output": self.output,
                   "checkpoint": os.path.join(workdir, "checkpoint"),
-                  "source": {"servers": "tls://127.0.0.1:%d" % fleet.hub_port, "stream": stream, "user": "app",
+                  "source": {"servers": "tls://127.0.0.1:%d" % fleet.hub_port, "stream": streams, "user": "app",
                              "password": PASSWORD, "tls_ca": fleet.ca.path},
                   "spark": {"master": master, "app_name": "bench-dataplane",
                             "conf": {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
@@ -295,7 +304,7 @@ class Job(object):
                     seen = time.time()
                     last = stamp
                     if not self.progress or self.progress[-1][1] != totals["messages"]:
-                        self.progress.append((seen, totals["messages"], totals["last_seq"]))
+                        self.progress.append((seen, totals["messages"], dict(totals.get("streams") or {})))
             except (OSError, ValueError, KeyError):
                 pass
             time.sleep(0.02)
@@ -303,11 +312,13 @@ class Job(object):
     def messages(self):
         return self.progress[-1][1] if self.progress else 0
 
-    def written_at(self, seqs):
-        """For each of ``seqs``, when the micro-batch that took that sequence into Parquet was seen done."""
+    def written_at(self, messages):
+        """For each (stream, sequence) of ``messages``, when the micro-batch that took it into Parquet was seen done."""
         progress = list(self.progress)
-        through = [entry[2] for entry in progress]
-        return [progress[bisect.bisect_left(through, seq)][0] for seq in seqs]
+        through = {}
+        for stream in set(stream for stream, _seq in messages):
+            through[stream] = [entry[2].get(stream, 0) for entry in progress]
+        return [progress[bisect.bisect_left(through[stream], seq)][0] for stream, seq in messages]
 
     def per_site(self):
         import pyarrow.parquet as pq
@@ -334,19 +345,20 @@ class Job(object):
         self.log.close()
 
 
-def read_publish_times(fleet, stream, last):
-    """{sequence: (publish time, time the hub's stream stored it)} of the hub stream's messages 1..last, read with the
-    data source's own reader."""
+def read_publish_times(fleet, streams):
+    """{(stream, sequence): (publish time, time the hub's stream stored it)} of every message in the hub's
+    ``streams``, read with the data source's own reader."""
     from pyspark_jetstream._nats import Connection
     from pyspark_jetstream._reader import RangeReader, ack_fields
 
     times = {}
     with Connection(["tls://127.0.0.1:%d" % fleet.hub_port], user="app", password=PASSWORD,
                     tls={"ca": fleet.ca.path, "verify": True}, timeout=30) as conn:
-        for chunk in RangeReader(conn, "$JS.API", stream, 1, last).batches():
-            for reply, data in zip(chunk.replies, chunk.data):
-                seq, _delivered, stored, _pending = ack_fields(reply)
-                times[seq] = (publish_time(data), stored / 1e9)
+        for stream in streams:
+            for chunk in RangeReader(conn, "$JS.API", stream, 1, 10 ** 12).batches():
+                for reply, data in zip(chunk.replies, chunk.data):
+                    seq, _delivered, stored, _pending = ack_fields(reply)
+                    times[stream, seq] = (publish_time(data), stored / 1e9)
     return times
 
 
@@ -394,9 +406,10 @@ def run_size(args, sites, master_url, cluster):
     try:
         fleet.start()
         domains = [domain for _name, domain, _port, _http in fleet.edges]
-        # the job reads the last: the one stream, or the regions' total
-        streams = layout(args.regions, domains, "telemetry", total=args.regions > 1)
-        read = streams[-1]["name"]
+        # the job reads the last: the one stream, or the regions' total; or the regions side by side
+        side_by_side = args.read == "regions"
+        streams = layout(args.regions, domains, "telemetry", total=args.regions > 1 and not side_by_side)
+        read = [stream["name"] for stream in streams] if side_by_side else [streams[-1]["name"]]
 
         async def setup():
             await fleet.at_each_site(lambda domain, port: at_site(port, "STREAM.CREATE.telemetry-" + domain, {
@@ -415,6 +428,7 @@ def run_size(args, sites, master_url, cluster):
         # warm-up: the first micro-batches of a fresh job (JIT, connections) are not the steady state
         asyncio.run(publish(fleet, args.rate, args.warmup, acked, errors))
         warm = sum(acked.values())
+        steady_began = time.time()
         wait(lambda: job.messages() >= warm, args.timeout, "the warm-up's messages in Parquet")
 
         # steady
@@ -434,9 +448,9 @@ def run_size(args, sites, master_url, cluster):
                       site_cpu=(after[0] - before[0]) / wall / sites, hub_cpu=(after[1] - before[1]) / wall / sites,
                       spark_cpu=(after[2] - before[2]) / wall / sites,
                       busy=(after[4] - before[4]) / wall / os.cpu_count(), publisher_cpu=(after[5] - before[5]) / wall)
-        times = read_publish_times(fleet, read, steady)
-        measured = [(seq, published, stored) for seq, (published, stored) in times.items() if seq > warm]
-        written = job.written_at([seq for seq, _published, _stored in measured])
+        times = read_publish_times(fleet, read)
+        measured = [(key, published, stored) for key, (published, stored) in times.items() if published >= steady_began]
+        written = job.written_at([key for key, _published, _stored in measured])
         latencies = [at - published for at, (_seq, published, _stored) in zip(written, measured)]
         to_hub = [stored - published for _seq, published, stored in measured]
         # whether the job keeps up: the latency of the first and of the last 10 s of the phase
@@ -522,6 +536,8 @@ def main():
     parser.add_argument("--cut", type=float, default=1.0, help="minutes every site is cut off from the hub")
     parser.add_argument("--trigger", type=int, default=1, help="the job's trigger_interval, seconds")
     parser.add_argument("--regions", type=int, default=1, help="regional streams at the hub (1: one stream)")
+    parser.add_argument("--read", choices=("total", "regions"), default="total",
+                        help="what the job reads: the one stream or the regions' total, or the regions side by side")
     parser.add_argument("--master", default="standalone",
                         help="standalone (a master and a worker started here), local[N], or a spark:// URL")
     parser.add_argument("--timeout", type=int, default=600)
@@ -548,9 +564,9 @@ def main():
 
 
 def report(args, version, results):
-    print("\nnats-server %s, %d msg/s per site for %d s, cut %.3g min, %d region(s), Spark %s, trigger %d s, %d cores, "
-          "%s" % (version, args.rate, args.seconds, args.cut, args.regions, args.master, args.trigger, os.cpu_count(),
-                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
+    print("\nnats-server %s, %d msg/s per site for %d s, cut %.3g min, %d region(s) read as %s, Spark %s, trigger %d s, "
+          "%d cores, %s" % (version, args.rate, args.seconds, args.cut, args.regions, args.read, args.master,
+                            args.trigger, os.cpu_count(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
     print("\nSteady:\n")
     print("| sites | offered msg/s | into Parquet msg/s | to the hub p50 / p99 s | to Parquet p50 / p99 s | p50 first / "
           "last 10 s | CPU per site, % of a core: site / hub / Spark | publishers, % of a core | machine busy |")
