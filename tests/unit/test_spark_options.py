@@ -71,8 +71,8 @@ def test_partition_count():
 def test_offsets_belong_to_their_streams():
     start = opts.offset({"telemetry-north": 11, "telemetry-south": 4})
     assert start == {"streams": {"telemetry-north": 11, "telemetry-south": 4}}
-    assert opts.offset_seqs(start, ["telemetry-north", "telemetry-south"]) == {"telemetry-north": 11,
-                                                                              "telemetry-south": 4}
+    both = opts.offset_seqs(start, ["telemetry-north", "telemetry-south"])
+    assert both == {"telemetry-north": 11, "telemetry-south": 4}
     # a stream added to the query is not in the checkpoint yet; one taken out is no longer read
     assert opts.offset_seqs(start, ["telemetry-north", "telemetry-east"]) == {"telemetry-north": 11}
     # what earlier versions wrote for their one stream
