@@ -176,14 +176,15 @@ integration-oldest: venv-oldest $(DEBIAN_NATS) prometheus-tools chromium
 # spark-ci: the data pipeline on three lab hosts, the Spark cluster on one of them
 # (about 11 minutes on a loaded 2-core machine, 30 s more for the first wheelhouse);
 # rollout-ci: the rollout scenario under acknowledged publish load, without its
-# emulated arm64 device (make molecule-rollout runs it whole)
+# emulated arm64 device (make molecule-rollout runs it whole); pull-ci: three edge
+# sites that converge themselves (make molecule-pull runs ten)
 #
 # The scenarios run in two lanes side by side (they spend most of their time
 # waiting on hosts, and each names its own containers and ports); each lane's
 # output is shown whole when the lane ends. MOLECULE_LANES=1 runs them one
 # after another, with live output.
 MOLECULE_LANE_fleet := hub-spoke rotate default
-MOLECULE_LANE_data := spark-ci archive rollout-ci
+MOLECULE_LANE_data := spark-ci archive rollout-ci pull-ci
 molecule: lab-ready $(DEBIAN_NATS)
 	@if [ "$${MOLECULE_LANES:-2}" = 1 ]; then \
 	  for s in $(MOLECULE_LANE_fleet) $(MOLECULE_LANE_data); do molecule test -s $$s || exit 1; done; \
@@ -215,6 +216,13 @@ molecule-rollout: lab-ready
 	@if [ -n "$${ROLLOUT_FULL:-}" ]; then molecule test -s rollout; else \
 	  trap 'molecule destroy -s rollout' EXIT; \
 	  for step in destroy create prepare converge side-effect verify; do molecule $$step -s rollout; done; fi
+
+# Edges that pull: a hub and ten sites converging themselves from a project served
+# in the lab, a rollout in two waves by data alone (pull-ci, part of `make
+# molecule`, is the same with three sites)
+.PHONY: molecule-pull
+molecule-pull: lab-ready
+	molecule test -s pull
 
 # Credential rotation across an operator-mode fleet (a hub, a 2.15.1 site and a
 # 2.9.10 site): no leaf link left down, the old creds refused at the end.

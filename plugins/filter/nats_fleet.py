@@ -10,11 +10,12 @@ Each filter is a thin wrapper over ``plugin_utils._fleet`` that turns its
 
 from __future__ import annotations
 
-from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _fleet
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _fleet, _pull
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils._data import filter_decorator
 
 
 _filter = filter_decorator(_fleet.FleetError, "nats fleet")
+_pull_filter = filter_decorator(_pull.PullError, "nats fleet pull")
 
 
 def nats_preload(value):
@@ -128,6 +129,21 @@ def nats_fleet_stale_files(files, states, mode="0600"):
     return _fleet.stale_files(files, states, mode)
 
 
+@_pull_filter
+def nats_fleet_pull_files(inputs, secrets=None):
+    return _pull.files(inputs or {}, secrets or [])
+
+
+@_pull_filter
+def nats_fleet_pull_bundle(inputs, contents, host, secrets=None):
+    return _pull.bundle(inputs or {}, contents or {}, host, secrets or [])
+
+
+@_pull_filter
+def nats_fleet_pull_vars(bundle, host, directory):
+    return _pull.placed(_pull.check(bundle, host)["vars"], directory)
+
+
 class FilterModule(object):
     def filters(self):
         return {f.__name__: f for f in (
@@ -135,4 +151,5 @@ class FilterModule(object):
             nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes,
             nats_fleet_domains, nats_fleet_push_targets, nats_fleet_push_order, nats_fleet_stream_batches, nats_fleet_pass,
             nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches,
-            nats_fleet_cached_copies, nats_fleet_stale_files, nats_preload)}
+            nats_fleet_cached_copies, nats_fleet_stale_files, nats_fleet_pull_files, nats_fleet_pull_bundle,
+            nats_fleet_pull_vars, nats_preload)}
