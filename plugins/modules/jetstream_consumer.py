@@ -77,8 +77,12 @@ options:
     description:
       - How messages are acknowledged. Cannot change later.
       - When the consumer is created and this is not set, V(explicit).
+      - V(flow_control) (nats-server 2.14 and later) acknowledges by the flow control replies of a push consumer,
+        as a durable sourcing consumer does (the C(consumer) of a stream's O(nats_edge.fleet.jetstream_stream#module:sources));
+        it takes a O(deliver_subject), no O(ack_wait), O(backoff) or O(max_deliver), and the server sets
+        O(flow_control) and an O(idle_heartbeat) of 1 second.
     type: str
-    choices: [explicit, all, none]
+    choices: [explicit, all, none, flow_control]
   ack_wait:
     description: How long the server waits for an acknowledgement before redelivering, like V(30s) or V(2m).
     type: raw

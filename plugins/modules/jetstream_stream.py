@@ -291,6 +291,24 @@ options:
                   description: Delivery prefix for the copied messages, when the account import needs one.
                   type: str
                   default: ""
+            consumer:
+              description:
+                - Copy through this durable consumer of the origin (a durable sourcing consumer) rather than one the
+                  server makes and drops; the server resets it to where the copy stands. Needs nats-server 2.14.
+                - The consumer exists on the origin, a push consumer with this C(deliver_subject) and
+                  C(ack_policy=flow_control) (M(nats_edge.fleet.jetstream_consumer)).
+                - Not with O(mirror.start_seq), O(mirror.start_time) or O(mirror.filter_subject) (nor their
+                  O(sources[].start_seq) forms).
+              type: dict
+              suboptions:
+                name:
+                  description: The consumer's name.
+                  type: str
+                  required: true
+                deliver_subject:
+                  description: Its delivery subject.
+                  type: str
+                  required: true
         sources:
           description:
             - Streams whose messages this stream also stores, each entry as in O(mirror). Compared as a set;

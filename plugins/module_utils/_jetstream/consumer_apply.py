@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_model import (
-    FIELDS, ConsumerInputError, ImmutableChange, actual_config, check_name, desired_config, display, domain_version,
-    duration_warnings, filter_warnings, merged_config, plan, request_body)
+    ACK_POLICIES, FIELDS, ConsumerInputError, ImmutableChange, actual_config, check_name, desired_config, display,
+    domain_version, duration_warnings, filter_warnings, merged_config, plan, request_body)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JS_CONSUMER_NOT_FOUND, JetStreamError, NatsClientError)
 
@@ -26,7 +26,7 @@ ARGUMENT_SPEC = dict(
                                              "last_per_subject"]),
     opt_start_seq=dict(type="int"),
     opt_start_time=dict(type="raw"),
-    ack_policy=dict(type="str", choices=["explicit", "all", "none"]),
+    ack_policy=dict(type="str", choices=list(ACK_POLICIES)),
     ack_wait=_DURATION,
     max_deliver=dict(type="int"),
     backoff=dict(type="list", elements="raw"),

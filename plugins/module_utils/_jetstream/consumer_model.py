@@ -21,10 +21,11 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
 from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import infer_version
 
 PULL, PUSH = "pull", "push"
+NANOS = 1000000000
 V2_10, V2_14 = (2, 10), (2, 14)
 
 DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
-ACK_POLICIES = ("explicit", "all", "none")
+ACK_POLICIES = ("explicit", "all", "none", "flow_control")
 REPLAY_POLICIES = ("instant", "original")
 
 
@@ -251,7 +252,9 @@ def check_config(config, version, desired=None):
             raise ConsumerInputError(option, "deliver_policy %s needs it" % policy)
         if policy != start_policy and config.get(option):
             raise ConsumerInputError(option, "only goes with deliver_policy %s (not %s)" % (start_policy, policy))
-    if config.get("flow_control") and not config.get("idle_heartbeat"):
+    if config.get("ack_policy") == "flow_control":
+        _check_flow_control_acks(config, desired, version)
+    elif config.get("flow_control") and not config.get("idle_heartbeat"):
         raise ConsumerInputError("flow_control", "needs idle_heartbeat too")
     if policy == "last_per_subject" and not (config.get("filter_subject") or config.get("filter_subjects")):
         raise ConsumerInputError("deliver_policy", "last_per_subject needs a filter_subject or filter_subjects")
@@ -269,6 +272,25 @@ def check_config(config, version, desired=None):
                                                 "%s the number of steps" % (
                                                     len(backoff), max_deliver, version_text(version),
                                                     "at least" if version >= V2_10 else "above"))
+
+
+def _check_flow_control_acks(config, desired, version):
+    """ack_policy flow_control (nats-server 2.14, the acks of durable sourcing consumers): the server's rules."""
+    if version < V2_14:
+        raise ConsumerInputError("ack_policy", "flow_control needs nats-server %s or newer; these servers run %s"
+                                 % (version_text(V2_14), version_text(version)))
+    if mode_of(config) != PUSH:
+        raise ConsumerInputError("ack_policy", "flow_control acknowledges by flow control, which only push consumers "
+                                               "have (set deliver_subject)")
+    if desired.get("flow_control") is False:
+        raise ConsumerInputError("flow_control", "ack_policy flow_control needs it (leave it unset or true)")
+    if "idle_heartbeat" in desired and desired["idle_heartbeat"] != NANOS:
+        raise ConsumerInputError("idle_heartbeat", "ack_policy flow_control needs exactly 1s (leave it unset)")
+    for option in ("ack_wait", "backoff"):
+        if option in desired:
+            raise ConsumerInputError(option, "ack_policy flow_control takes none: acks come with flow control")
+    if (desired.get("max_deliver") or -1) > 0:
+        raise ConsumerInputError("max_deliver", "ack_policy flow_control delivers each message once (leave it unset)")
 
 
 def immutable_reason(field_name, before, after, version):

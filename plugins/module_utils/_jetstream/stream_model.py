@@ -48,6 +48,8 @@ SOURCE_OPTIONS = dict(
     filter_subject=dict(type="str"),
     subject_transforms=dict(type="list", elements="dict", options=dict(
         src=dict(type="str", required=True), dest=dict(type="str", required=True))),
+    consumer=dict(type="dict", options=dict(name=dict(type="str", required=True),
+                                            deliver_subject=dict(type="str", required=True))),
     domain=dict(type="str"),
     external=dict(type="dict", options=dict(api=dict(type="str", required=True),
                                             deliver=dict(type="str", default=""))),
@@ -394,6 +396,22 @@ def _source(name, field, given):
             fail("filter_subject and subject_transforms cannot be combined")
         source["subject_transforms"] = [_transform(name, "%s.subject_transforms[%d]" % (field, i), t)
                                         for i, t in enumerate(given["subject_transforms"])]
+    if given.get("consumer"):
+        # a durable sourcing consumer of the origin (nats-server 2.14): the server resets it rather than creating one
+        for option in ("start_seq", "start_time", "filter_subject"):
+            if given.get(option):
+                fail("consumer and %s cannot be combined: the origin's consumer decides where copying starts and "
+                     "what it copies" % option)
+        try:
+            check_name(given["consumer"].get("name"))
+        except ValueError as exc:
+            fail("consumer.name: %s" % exc)
+        try:
+            check_subject(given["consumer"].get("deliver_subject"), wildcards=False)
+        except ValueError as exc:
+            fail("consumer.deliver_subject: %s" % exc)
+        source["consumer"] = {"name": given["consumer"]["name"],
+                              "deliver_subject": given["consumer"]["deliver_subject"]}
     if given.get("domain") and given.get("external"):
         fail("domain and external cannot be combined")
     if given.get("domain"):
@@ -503,6 +521,9 @@ def _normalise_source(source):
     if source.get("external"):
         result["external"] = {"api": source["external"].get("api", ""),
                               "deliver": source["external"].get("deliver") or ""}
+    if source.get("consumer"):
+        result["consumer"] = {"name": source["consumer"].get("name", ""),
+                              "deliver_subject": source["consumer"].get("deliver_subject", "")}
     return result
 
 
@@ -567,11 +588,27 @@ FIELDS = [
 
 _DURATIONS = tuple(f.option for f in FIELDS if f.kind == "duration")
 
+
+class _Floor(namedtuple("_Floor", "name since since_path used")):
+    """A release floor of a part of a field (what an older server would ignore or refuse)."""
+
+    def in_use(self, value):
+        return bool(self.used(value))
+
+
+def _durable(source):
+    return bool((source or {}).get("consumer"))
+
+
+# durable sourcing consumers (ADR-60): nats-server 2.14
+_PART_FLOORS = [_Floor("mirror", (2, 14, 0), "mirror.consumer", _durable),
+                _Floor("sources", (2, 14, 0), "sources.consumer", lambda value: any(_durable(s) for s in value or []))]
+
 # First server release that knows a field (``since``). Older servers ignore unknown
 # fields silently (2.9, 2.10, 2.11) or reject them: refuse before sending. One
 # message names them all, oldest release first, then in the order of _FLOOR_ORDER.
 _FLOOR_ORDER = ("compression", "subject_transform", "metadata", "first_seq", "consumer_limits", "mirror", "sources")
-_FLOORS = sorted((f for f in FIELDS if f.since), key=lambda f: (
+_FLOORS = sorted([f for f in FIELDS if f.since] + _PART_FLOORS, key=lambda f: (
     f.since, _FLOOR_ORDER.index(f.name) if f.name in _FLOOR_ORDER else len(_FLOOR_ORDER)))
 MIN_VERSION = dict((f.since_path, f.since) for f in _FLOORS)
 

@@ -312,3 +312,26 @@ def test_the_shared_durable_pull_consumer_is_an_example():
     shared = [t["nats_edge.fleet.jetstream_consumer"] for t in tasks if "nats_edge.fleet.jetstream_consumer" in t
               and t["nats_edge.fleet.jetstream_consumer"].get("name") == "DUR"]
     assert shared and shared[0].get("api_prefix") and not shared[0].get("deliver_subject")
+
+
+FC = dict(deliver_subject="src.ORDERS", ack_policy="flow_control", max_ack_pending=1000)
+
+
+@pytest.mark.parametrize("params, version, field, message", [
+    (FC, (2, 12, 8), "ack_policy", "flow_control needs nats-server 2.14 or newer; these servers run 2.12"),
+    (dict(FC, deliver_subject=None), (2, 15, 1), "ack_policy", "only push consumers have (set deliver_subject)"),
+    (dict(FC, ack_wait="30s"), (2, 15, 1), "ack_wait", "ack_policy flow_control takes none"),
+    (dict(FC, backoff=["1s", "5s"]), (2, 15, 1), "backoff", "ack_policy flow_control takes none"),
+    (dict(FC, idle_heartbeat="5s", flow_control=True), (2, 15, 1), "idle_heartbeat", "needs exactly 1s"),
+    (dict(FC, flow_control=False), (2, 15, 1), "flow_control", "ack_policy flow_control needs it"),
+    (dict(FC, max_deliver=3), (2, 15, 1), "max_deliver", "delivers each message once"),
+])
+def test_flow_control_acks_follow_the_servers_rules(params, version, field, message):
+    with pytest.raises(jc.ConsumerInputError) as caught:
+        jc.plan("hub", "present", jc.desired_config(params), None, version)
+    assert caught.value.field == field and message in str(caught.value), str(caught.value)
+
+
+def test_flow_control_acks_for_a_durable_sourcing_consumer():
+    made = jc.plan("hub", "present", jc.desired_config(dict(FC, idle_heartbeat="1s")), None, (2, 15, 1))
+    assert made.action == "create" and made.config["ack_policy"] == "flow_control"

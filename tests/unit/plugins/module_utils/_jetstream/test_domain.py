@@ -41,7 +41,7 @@ def test_domain_item_checkers_one_per_list():
     (dict(streams=[{"name": "S", "subjects": ["s.>"]}, {"subjects": ["a"]}]),
      "streams[1]: missing required arguments: name"),
     (dict(consumers=[{"stream": "S", "name": "w", "ack_policy": "maybe"}]),
-     "consumers[0] (w): value of ack_policy must be one of: explicit, all, none, got: maybe"),
+     "consumers[0] (w): value of ack_policy must be one of: explicit, all, none, flow_control, got: maybe"),
     (dict(consumers=[{"stream": "S", "name": "w", "filter_subject": "a", "filter_subjects": ["b"]}]),
      "consumers[0] (w): parameters are mutually exclusive: filter_subject|filter_subjects"),
     (dict(fetches=[{"bucket": "files", "name": "a", "dest": "/tmp/a", "mode": "rw"}]),

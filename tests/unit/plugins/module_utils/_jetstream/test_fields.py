@@ -107,10 +107,12 @@ def test_field_table_of_streams_derives_the_old_tables():
     assert stream_model.MIN_VERSION == {
         "compression": (2, 10, 0), "subject_transform": (2, 10, 0), "metadata": (2, 10, 0),
         "first_seq": (2, 10, 0), "consumer_limits": (2, 10, 0), "mirror.subject_transforms": (2, 10, 0),
-        "sources.subject_transforms": (2, 10, 0), "allow_msg_ttl": (2, 11, 0), "subject_delete_marker_ttl": (2, 11, 0)}
+        "sources.subject_transforms": (2, 10, 0), "allow_msg_ttl": (2, 11, 0), "subject_delete_marker_ttl": (2, 11, 0),
+        "mirror.consumer": (2, 14, 0), "sources.consumer": (2, 14, 0)}
     assert list(stream_model.MIN_VERSION) == [
         "compression", "subject_transform", "metadata", "first_seq", "consumer_limits", "mirror.subject_transforms",
-        "sources.subject_transforms", "allow_msg_ttl", "subject_delete_marker_ttl"]
+        "sources.subject_transforms", "allow_msg_ttl", "subject_delete_marker_ttl", "mirror.consumer",
+        "sources.consumer"]
     assert sorted(stream_model.IMMUTABLE) == sorted(
         ["storage", "retention", "max_consumers", "republish", "deny_delete", "deny_purge", "allow_msg_ttl", "mirror"])
     assert sorted(stream_model._DURATIONS) == ["duplicate_window", "max_age", "subject_delete_marker_ttl"]

@@ -179,6 +179,14 @@ def test_empty_dicts_remove_transforms_republish_and_placement():
     (dict(sources=[{"name": "A", "start_seq": 2, "start_time": "2024-01-01T00:00:00Z"}]), "cannot be combined"),
     (dict(mirror={"name": "A", "domain": "hub.x"}), "is not a JetStream domain name"),
     (dict(mirror={"name": "A", "external": {"api": "$JS.*.API", "deliver": ""}}), "external.api"),
+    (dict(sources=[{"name": "A", "start_seq": 5, "consumer": {"name": "C", "deliver_subject": "d"}}]),
+     r"sources\[0\]: consumer and start_seq cannot be combined"),
+    (dict(mirror={"name": "A", "filter_subject": "a.>", "consumer": {"name": "C", "deliver_subject": "d"}}),
+     "mirror: consumer and filter_subject cannot be combined"),
+    (dict(sources=[{"name": "A", "consumer": {"name": "C.x", "deliver_subject": "d"}}]),
+     r"sources\[0\]: consumer.name: 'C.x' is not a valid name"),
+    (dict(sources=[{"name": "A", "consumer": {"name": "C", "deliver_subject": "src.*"}}]),
+     r"sources\[0\]: consumer.deliver_subject"),
     (dict(subject_transform={"src": "a.>", "dest": None}), "both src and dest are required"),
     (dict(republish={"src": "a.>", "dest": None, "headers_only": True}), "republish: dest is required"),
 ])
@@ -545,3 +553,16 @@ def test_several_newer_fields_are_named_in_one_message_in_a_fixed_order():
         js.plan(js.Desired("ORDERS", "present", config, "fail", False, [], None), None, V2_9, WHERE)
     assert [part.split(" ")[0] for part in str(caught.value).split(": ", 1)[1].split("; ")] == [
         "compression", "subject_transform", "metadata", "first_seq", "consumer_limits", "allow_msg_ttl"]
+
+
+def test_a_durable_sourcing_consumer_is_kept_and_needs_2_14():
+    made = desired(sources=[{"name": "A", "domain": "site-1", "consumer": {"name": "hub", "deliver_subject": "src.A"}}]).config
+    assert made["sources"] == [{"name": "A", "external": {"api": "$JS.site-1.API", "deliver": ""},
+                                "consumer": {"name": "hub", "deliver_subject": "src.A"}}]
+    old = js.ServerVersion((2, 12, 8), True)
+    assert js.unsupported_fields(made, old) == ["sources.consumer needs nats-server 2.14 or later (the server is 2.12.8)"]
+    assert js.unsupported_fields(made, js.ServerVersion((2, 14, 0), True)) == []
+    assert js.needs_version(made)
+    # as the server answers it
+    assert js._sources_from_api([{"name": "A", "consumer": {"name": "hub", "deliver_subject": "src.A"}}]) == [
+        {"name": "A", "consumer": {"name": "hub", "deliver_subject": "src.A"}}]
