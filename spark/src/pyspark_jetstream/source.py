@@ -198,15 +198,12 @@ class JetStreamStreamReader(_Reading, DataSourceStreamReader, SupportsTriggerAva
     def latestOffset(self, start, limit):
         starts = opts.offset_seqs(start, self.options.streams)
         bounds = self.bounds()
-        added = [stream for stream in bounds if stream not in starts]
+        lasts = {stream: last for stream, (_first, last) in bounds.items()}
+        added = {stream: bounds[stream] for stream in bounds if stream not in starts}
         if added:
             # a stream added to the query since the checkpoint: this batch records where it starts, the next reads
-            new = self.start_seqs({stream: bounds[stream] for stream in added})
-            lasts = dict((stream, new[stream] - 1) for stream in added)
-            starts.update(new)
-        else:
-            lasts = {}
-        lasts = dict({stream: last for stream, (_first, last) in bounds.items()}, **lasts)
+            starts.update(self.start_seqs(added))
+            lasts.update((stream, starts[stream] - 1) for stream in added)
         most = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         return opts.offset(opts.end_offsets(starts, lasts, most, self.caps))
 
