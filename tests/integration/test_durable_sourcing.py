@@ -5,6 +5,7 @@ setups; on Debian's 2.9.10 both options are refused before anything is sent, nam
 import time
 
 from conftest import Server, jetstream, publish
+from test_nsc_exports import wait_for
 
 CONSUMER = dict(stream="tele", name="hub-copy", deliver_subject="src.tele.hub", ack_policy="flow_control",
                 max_ack_pending=1000)
@@ -14,13 +15,6 @@ SOURCE = {"name": "tele", "domain": "leaf", "consumer": {"name": "hub-copy", "de
 def held(url, domain, stream):
     with jetstream(url, domain) as js:
         return js.call("STREAM.INFO.%s" % stream)["state"]["messages"]
-
-
-def wait_for(predicate, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 def test_a_hub_stream_sources_a_site_through_its_durable_consumer(hub_and_leaf, module):
@@ -40,12 +34,12 @@ def test_a_hub_stream_sources_a_site_through_its_durable_consumer(hub_and_leaf, 
     assert stream["changed"] and not stream.get("failed"), stream
 
     publish(env["leaf"], "tele.site.temp", 50)
-    wait_for(lambda: held(env["hub"], "hub", "agg") == 50)
+    wait_for(lambda: held(env["hub"], "hub", "agg") == 50, 30)
     with jetstream(env["leaf"]) as js:
         info = js.call("CONSUMER.INFO.tele.hub-copy")
     assert info["delivered"]["stream_seq"] == 50, info
     # the acks come with flow control: the site's consumer knows what the hub holds
-    wait_for(lambda: _ack_floor(env["leaf"]) == 50)
+    wait_for(lambda: _ack_floor(env["leaf"]) == 50, 30)
 
     # declared again: nothing to do, and the server reports the source as it was declared
     again = [module("jetstream_consumer", dict(CONSUMER, servers=[env["hub"]], domain="leaf")),
@@ -68,7 +62,7 @@ def test_a_hub_stream_sources_a_site_through_its_durable_consumer(hub_and_leaf, 
             after = js.call("CONSUMER.INFO.tele.hub-copy")
             names = js.call("CONSUMER.NAMES.tele").get("consumers")
         assert after["created"] == info["created"] and names == ["hub-copy"], (after, names)
-        wait_for(lambda: _ack_floor(env["leaf"]) == 75)
+        wait_for(lambda: _ack_floor(env["leaf"]) == 75, 30)
     finally:
         restarted.stop()
 
