@@ -50,6 +50,16 @@ def nats_fleet_streams(host_vars, domains):
 
 
 @_filter
+def nats_fleet_aggregating(hostvars, hosts):
+    return _fleet.aggregating(hostvars, hosts)
+
+
+@_filter
+def nats_fleet_host_consumers(host_vars, aggregating, domains):
+    return _fleet.host_consumers(host_vars, aggregating, domains)
+
+
+@_filter
 def nats_fleet_budget_left(replication, budgets, account=None):
     from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _budget
     return _budget.left(replication, budgets, account)
@@ -147,7 +157,8 @@ def nats_fleet_pull_vars(bundle, host, directory):
 class FilterModule(object):
     def filters(self):
         return {f.__name__: f for f in (
-            nats_fleet_check, nats_fleet_check_hosts, nats_fleet_streams, nats_fleet_budget_left, nats_fleet_users,
+            nats_fleet_check, nats_fleet_check_hosts, nats_fleet_streams, nats_fleet_aggregating, nats_fleet_host_consumers,
+            nats_fleet_budget_left, nats_fleet_users,
             nats_fleet_module_items, nats_fleet_admin_users, nats_fleet_leaf_remotes,
             nats_fleet_domains, nats_fleet_push_targets, nats_fleet_push_order, nats_fleet_stream_batches, nats_fleet_pass,
             nats_fleet_consumers, nats_fleet_contexts, nats_fleet_object_fetches,

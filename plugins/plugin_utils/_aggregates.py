@@ -18,10 +18,16 @@ An aggregate is data on the aggregating domain's group:
           north: [spoke-1]
           south: ["spoke-2*"]
         total: true                     # also <name>, sourcing every region
+        durable: true                   # each region reads each site through a consumer made at the site
         stream: {replicas: 3}           # options of every stream made (jetstream_stream's)
 
 The streams it makes are items of ``nats_streams`` like any other: the preflight checks them, the streams stage
 converges them, the outage budgets and the monitoring read their sources.
+
+With ``durable`` (nats-server 2.14, ADR-60), each regional stream sources each site through a durable consumer of
+the site's origin (``consumers``: items of the site's ``nats_consumers``, made by the site's domain before the
+copies): a leader change or a restart of the hub resets that consumer where the copy stands instead of making a
+new one, and the site's consumer says what the region holds (its ack floor).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import Nat
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils._fleet import _some
 
 SETTING = "nats_fleet_aggregates"
-_KEYS = {"name", "account", "origin", "regions", "total", "stream"}
+_KEYS = {"name", "account", "origin", "regions", "total", "durable", "stream"}
 # what an aggregate decides for each stream it makes
 _OWN = {"name", "subjects", "sources", "mirror", "account", "state"}
 
@@ -48,11 +54,40 @@ def streams(aggregates, domains, own_domain="", first=0):
     AggregateError naming the aggregate and the field."""
     out = []
     for index, aggregate in enumerate(aggregates or [], first):
-        out.extend(_streams(index, aggregate, [d for d in domains if d and d != own_domain]))
+        out.extend(_streams(index, aggregate, [d for d in domains if d and d != own_domain], own_domain))
     return out
 
 
-def _streams(index, aggregate, domains):
+def consumers(aggregating, own_domain, domains):
+    """The durable sourcing consumers (items of ``nats_consumers``) that the aggregates of other domains read the
+    origins of ``own_domain`` through: ``aggregating``, {domain: (its aggregates, its default account)}; ``domains``,
+    every JetStream domain of the fleet. Each consumer is in the account of the stream that reads through it. An
+    aggregate its own domain cannot make is left out here: that domain's preflight names it."""
+    out = []
+    for domain, (aggregates, default_account) in aggregating.items():
+        if not own_domain or domain == own_domain or not isinstance(aggregates, list):
+            continue
+        for index, aggregate in enumerate(aggregates):
+            try:
+                made = _streams(index, aggregate, [d for d in domains if d and d != domain], domain)
+            except AggregateError:
+                continue
+            for stream in made:
+                for source in stream["sources"]:
+                    if source.get("domain") == own_domain and source.get("consumer"):
+                        account = stream.get("account") or default_account
+                        out.append(dict(source["consumer"], stream=source["name"], ack_policy="flow_control",
+                                        **({"account": account} if account else {})))
+    return out
+
+
+def _durable(copying, stream, site):
+    """The consumer of ``site``'s origin that ``stream`` of the domain ``copying`` reads through: its name at the
+    site, and the subject it delivers on (one per site: every site's consumer delivers into the same account)."""
+    return {"name": "%s-%s" % (stream, copying), "deliver_subject": "_nats_edge.src.%s.%s.%s" % (copying, stream, site)}
+
+
+def _streams(index, aggregate, domains, own_domain=""):
     here = "%s[%d]" % (SETTING, index)
     if not isinstance(aggregate, dict):
         raise AggregateError("%s: expected a mapping with name, origin and regions, got %r" % (here, aggregate))
@@ -77,6 +112,12 @@ def _streams(index, aggregate, domains):
     taken = sorted(set(options) & _OWN)
     if taken:
         raise AggregateError("%s.stream: %s: the aggregate sets these itself" % (here, ", ".join(taken)))
+    durable = aggregate.get("durable", False)
+    if not isinstance(durable, bool):
+        raise AggregateError("%s.durable: true or false is required, got %r" % (here, durable))
+    if durable and not own_domain:
+        raise AggregateError("%s.durable: the aggregating servers need a JetStream domain (nats_server_jetstream_domain)"
+                             ": the consumers at the sites are named after it" % here)
     account = {"account": aggregate["account"]} if aggregate.get("account") else {}
     seen, made = {}, []
     for region, patterns in regions.items():
@@ -97,8 +138,10 @@ def _streams(index, aggregate, domains):
                 raise AggregateError("%s: site %r is in region %r too; a site belongs to one region (its messages "
                                      "would reach the total twice)" % (where, site, seen[site]))
             seen[site] = region
-        made.append(dict(options, name="%s-%s" % (aggregate["name"], region), **dict(account, sources=[
-            {"name": aggregate["origin"].replace("{site}", site), "domain": site} for site in sites])))
+        name = "%s-%s" % (aggregate["name"], region)
+        made.append(dict(options, name=name, **dict(account, sources=[
+            dict({"name": aggregate["origin"].replace("{site}", site), "domain": site},
+                 **({"consumer": _durable(own_domain, name, site)} if durable else {})) for site in sites])))
     if aggregate.get("total"):
         made.append(dict(options, name=aggregate["name"], **dict(account, sources=[
             {"name": stream["name"]} for stream in made])))

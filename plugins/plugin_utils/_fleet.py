@@ -303,12 +303,17 @@ def _checked_sites(hostvars, hosts):
     from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates
     done, domains, out, declared, leaders = {}, {}, {}, {}, {}
     every_domain = list(dict.fromkeys(hostvars[host].get("nats_server_jetstream_domain") or "" for host in hosts))
+    copying = aggregating(hostvars, hosts)
     for host in hosts:
         hv = hostvars[host]
         domain = hv.get("nats_server_jetstream_domain") or ""
         data = dict((key, plain(hv.get(name)) or []) for key, name in HOST_DATA)
         data.update(files_dir=hv.get("inventory_dir") or "", default_account=hv.get("nats_fleet_default_account") or "",
                     system_account=hv.get("nats_fleet_system_account") or None, labels={}, refused="")
+        own = len(data["consumers"])
+        data["consumers"] = host_consumers(hv, copying, every_domain)
+        data["labels"]["consumers"] = dict((index, "%s (durable: the consumer %s)" % (_aggregates.SETTING, item["name"]))
+                                           for index, item in enumerate(data["consumers"][own:], own))
         try:
             data["streams"], data["labels"]["streams"] = host_streams(hv, every_domain)
         except _aggregates.AggregateError as exc:
@@ -360,6 +365,27 @@ def host_streams(hv, domains):
             labels[len(declared) + len(made)] = "%s[%d] (%s)" % (_aggregates.SETTING, index, aggregate["name"])
             made.append(item)
     return declared + made, labels
+
+
+def aggregating(hostvars, hosts):
+    """{domain: (its nats_fleet_aggregates, its default account)} of the domains of ``hosts``, each read from the
+    domain's first host (whose data the streams stage converges)."""
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates
+    out = {}
+    for host in hosts:
+        hv = hostvars[host]
+        domain = hv.get("nats_server_jetstream_domain") or ""
+        if domain not in out:
+            out[domain] = (plain(hv.get(_aggregates.SETTING)) or [], hv.get("nats_fleet_default_account") or "")
+    return out
+
+
+def host_consumers(hv, copying, domains):
+    """One host's consumers (its variables ``hv``): its nats_consumers, then the durable sourcing consumers that the
+    aggregates of other domains (``copying``, as aggregating() returns them) read its origins through."""
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates
+    return (plain(hv.get("nats_consumers")) or []) + _aggregates.consumers(
+        copying, hv.get("nats_server_jetstream_domain") or "", domains)
 
 
 def _check_cycles(declared):

@@ -685,6 +685,8 @@ def update_refusal(field, old, new, version):
     """Why the server would refuse to change ``field`` from ``old`` to ``new``;
     ``PROMOTE`` when the change is the removal of a mirror it accepts; None when
     the update is allowed."""
+    if field == "sources" and old != new:
+        return _consumer_change(old, new)
     rule = IMMUTABLE.get(field)
     if rule is None or old == new:
         return None
@@ -710,6 +712,19 @@ def update_refusal(field, old, new, version):
                 % (field, shown_old, shown_new, version_text(version), rule.mutable_since[0],
                    rule.mutable_since[1]))
     return None
+
+
+def _consumer_change(old, new):
+    """Why the server would copy a source again: its durable consumer (``consumer``) taken, dropped or changed while
+    the stream copies it, which nats-server counts as a new source read from the origin's first message."""
+    had = dict((_source_key(source), source.get("consumer")) for source in old or [])
+    changed = [source["name"] for source in new or []
+               if _source_key(source) in had and had[_source_key(source)] != source.get("consumer")]
+    if not changed:
+        return None
+    return ("sources.consumer cannot change for %s, which the stream already copies: nats-server would take it for a "
+            "new source and copy its origin again from the first message (declare the durable consumer on a new stream, "
+            "or recreate this one)" % ", ".join(repr(name) for name in changed))
 
 
 def _show(field, value):

@@ -75,3 +75,50 @@ def test_the_preflight_checks_the_streams_an_aggregate_makes_and_their_origins_b
     hub["nats_fleet_aggregates"] = [dict(aggregate, regions={"a": ["s9"]})]
     with pytest.raises(_fleet.FleetError, match=r"hub: nats_fleet_aggregates\[0\] \(tel\).regions.a: 's9' matches no"):
         _fleet.check_hosts(hostvars, sorted(hostvars))
+
+
+def test_a_durable_aggregate_reads_each_site_through_a_consumer_the_site_makes():
+    durable = dict(TELEMETRY, durable=True, total=True)
+    made = _aggregates.streams([durable], DOMAINS, "hub")
+    assert made[0]["sources"][0] == {"name": "telemetry-eu-1", "domain": "eu-1", "consumer": {
+        "name": "telemetry-eu-hub", "deliver_subject": "_nats_edge.src.hub.telemetry-eu.eu-1"}}
+    # the total reads the regions in its own domain, with the server's own consumers
+    assert made[-1]["sources"] == [{"name": "telemetry-eu"}, {"name": "telemetry-us"}]
+    aggregating = {"hub": ([durable, dict(TELEMETRY, name="logs", origin="logs-{site}")], "TEST"),
+                   "us-1": ([], "TEST")}
+    # the site eu-2 makes the consumer the region eu reads it through, in the stream's account; logs is not durable
+    assert _aggregates.consumers(aggregating, "eu-2", DOMAINS) == [
+        {"name": "telemetry-eu-hub", "deliver_subject": "_nats_edge.src.hub.telemetry-eu.eu-2",
+         "stream": "telemetry-eu-2", "ack_policy": "flow_control", "account": "TELEMETRY"}]
+    # without an account of its own, the aggregating domain's default account; none for the hub itself or ap-1
+    aggregating["hub"] = ([dict(durable, account=None)], "TEST")
+    assert [c["account"] for c in _aggregates.consumers(aggregating, "us-1", DOMAINS)] == ["TEST"]
+    assert _aggregates.consumers(aggregating, "hub", DOMAINS) == _aggregates.consumers(aggregating, "ap-1", DOMAINS) == []
+    # an aggregate its domain refuses makes no consumer anywhere (the domain's preflight names it)
+    aggregating["hub"] = ([dict(durable, durable="yes")], "TEST")
+    assert _aggregates.consumers(aggregating, "eu-1", DOMAINS) == []
+
+
+@pytest.mark.parametrize("aggregate, own, fragment", [
+    (dict(TELEMETRY, durable="yes"), "hub", ".durable: true or false is required, got 'yes'"),
+    (dict(TELEMETRY, durable=True), "", ".durable: the aggregating servers need a JetStream domain"),
+])
+def test_a_durable_aggregate_the_fleet_cannot_make_is_refused(aggregate, own, fragment):
+    with pytest.raises(_aggregates.AggregateError) as raised:
+        _aggregates.streams([aggregate], DOMAINS, own)
+    assert fragment in str(raised.value)
+
+
+def test_the_preflight_checks_the_consumers_a_durable_aggregate_makes_at_the_sites():
+    aggregate = {"name": "tel", "origin": "tel-{site}", "regions": {"a": ["s1", "s2"]}, "durable": True}
+    hostvars = {"h1": dict(site("hub"), nats_fleet_aggregates=[aggregate]), "s1-1": site("s1"), "s2-1": site("s2")}
+    checked = _fleet.check_hosts(hostvars, sorted(hostvars))
+    # each site: its account and user, its stream, and the consumer the region reads it through
+    assert (checked["s1-1"], checked["s2-1"]) == (4, 4), checked
+    assert _fleet.host_consumers(hostvars["s1-1"], _fleet.aggregating(hostvars, sorted(hostvars)), ["hub", "s1", "s2"]) == [
+        {"name": "tel-a-hub", "deliver_subject": "_nats_edge.src.hub.tel-a.s1", "stream": "tel-s1",
+         "ack_policy": "flow_control", "account": "T"}]
+    # a consumer the site declares under the same name is refused, naming both
+    hostvars["s1-1"]["nats_consumers"] = [{"stream": "tel-s1", "name": "tel-a-hub", "durable_name": "tel-a-hub"}]
+    with pytest.raises(_fleet.FleetError, match=r"s1: .*tel-a-hub"):
+        _fleet.check_hosts(hostvars, sorted(hostvars))

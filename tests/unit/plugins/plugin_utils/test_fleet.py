@@ -177,10 +177,12 @@ def test_example_inventories_pass_the_preflight(inventory):
         first.get("nats_exports") or [])
     checked = _fleet.check_hosts(hostvars, hosts)
     domains = list(dict.fromkeys(hostvars[host].get("nats_server_jetstream_domain") or "" for host in hosts))
+    copying = _fleet.aggregating(hostvars, hosts)
     for host in hosts:
         items = sum(len(hostvars[host].get(var) or []) for arg, var in _fleet.HOST_DATA
-                    if arg not in ("accounts", "streams"))
+                    if arg not in ("accounts", "streams", "consumers"))
         items += len(_fleet.host_streams(hostvars[host], domains)[0])  # with the streams of its aggregates
+        items += len(_fleet.host_consumers(hostvars[host], copying, domains))  # and the consumers durable ones read
         assert checked[host] == items + sum(1 + len(a.get("users") or []) for a in hostvars[host].get("nats_accounts") or [])
     # what the inventories show is checked: each kind the fleet converges appears in one of them
     if inventory == "lab":

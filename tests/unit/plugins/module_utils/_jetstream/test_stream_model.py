@@ -566,3 +566,19 @@ def test_a_durable_sourcing_consumer_is_kept_and_needs_2_14():
     # as the server answers it
     assert js._sources_from_api([{"name": "A", "consumer": {"name": "hub", "deliver_subject": "src.A"}}]) == [
         {"name": "A", "consumer": {"name": "hub", "deliver_subject": "src.A"}}]
+
+
+def test_a_source_the_stream_copies_cannot_take_or_drop_its_durable_consumer():
+    # the server would count it as a new source and copy the origin again from its first message
+    plain = [{"name": "A", "domain": "site-1"}, {"name": "B", "domain": "site-2"}]
+    durable = [dict(plain[0], consumer={"name": "hub", "deliver_subject": "src.A"}), plain[1]]
+    copying = info(sources=desired(sources=plain).config["sources"])
+    with pytest.raises(js.StreamError) as caught:
+        js.plan(desired(sources=durable), copying, V2_15, WHERE)
+    assert str(caught.value).startswith("stream 'ORDERS' in domain 'hub': sources.consumer cannot change for 'A', which "
+                                        "the stream already copies: nats-server would take it for a new source")
+    with pytest.raises(js.StreamError, match="sources.consumer cannot change for 'A'"):
+        js.plan(desired(sources=plain), info(sources=desired(sources=durable).config["sources"]), V2_15, WHERE)
+    # a new source may come with its consumer
+    assert js.plan(desired(sources=plain + [dict(name="C", domain="site-3", consumer={"name": "hub", "deliver_subject": "src.C"})]),
+                   copying, V2_15, WHERE).action == "update"
