@@ -46,7 +46,7 @@ def hub_cluster_and_leaf(nats_binary, start_server, tmp_path):
     if tuple(int(part) for part in version.split(".")[:2]) < (2, 14):
         pytest.skip("durable sourcing consumers need nats-server 2.14; the modules' refusal on older servers is "
                     "test_durable_sourcing's")
-    hub = [dict(client=free_port(), http=free_port(), cluster=free_port(), leaf=free_port()) for _ in range(3)]
+    hub = [dict(client=free_port(), http=free_port(), cluster=free_port(), leaf=free_port()) for _number in range(3)]
     servers = [start_server(binary, _conf("hub-%d" % (n + 1), ports, [p["cluster"] for p in hub],
                                           tmp_path / ("hub-%d-js" % (n + 1)), "hub", leaf_listen=ports["leaf"]),
                             "hub-%d" % (n + 1), ports["http"])
@@ -129,7 +129,7 @@ def test_a_durable_region_keeps_its_site_consumer_through_leader_changes(hub_clu
     writer = threading.Thread(target=_publish, args=(env["leaf"], sorted(acked), MESSAGES, acked), daemon=True)
     writer.start()
     leaders = [_leader(env, "tele-north")]
-    for _ in range(3):
+    for _turn in range(3):
         time.sleep(3)
         with jetstream(env["hub"][0], "hub") as js:
             js.call("STREAM.LEADER.STEPDOWN.tele-north")
