@@ -74,6 +74,9 @@ ROWS = [
     ("stream-durable-source-wildcard", STREAM, dict(ORDERS, sources=[
         {"name": "X", "consumer": {"name": "C", "deliver_subject": "src.*"}}]),
      "stream 'ORDERS': sources[0]: consumer.deliver_subject"),
+    ("stream-durable-source-added-while-copying", STREAM, dict(JS, name="copy", sources=[
+        {"name": "ORDERS", "consumer": {"name": "copy", "deliver_subject": "src.copy"}}]),
+     "sources.consumer cannot change for 'ORDERS', which the stream already copies"),
     ("stream-max-bytes-junk", STREAM, dict(ORDERS, max_bytes="10 GB!"), "max_bytes: '10 GB!' is not a size"),
     ("stream-max-bytes-unit", STREAM, dict(ORDERS, max_bytes="10XB"), "max_bytes: '10XB' is not a size"),
     ("stream-max-msg-size-huge", STREAM, dict(ORDERS, max_msg_size="3GiB"), "max_msg_size: '3GiB' is larger"),
@@ -477,7 +480,7 @@ def fill(value, env):
 def env(tmp_path_factory):
     """Operator 'fleet' (store on disk), accounts APP and OTHER (JetStream), SPOKE exporting
     telemetry.> to HUB, all pushed to one server (PyPI build) in operator mode, with streams
-    ORDERS (3 messages) and cnc, and a durable consumer 'workers' on ORDERS."""
+    ORDERS (3 messages), cnc and copy (sourcing ORDERS), and a durable consumer 'workers' on ORDERS."""
     binary = SERVERS["pypi"]
     tmp = tmp_path_factory.mktemp("bad-input")
     base = dict(store_dir=str(tmp / "stores"), keys_dir=str(tmp / "keys"), operator="fleet")
@@ -503,10 +506,12 @@ def env(tmp_path_factory):
         app = dict(servers=[url], creds=creds["APP"], timeout=2.0)
         assert run_module(STREAM, dict(app, name="ORDERS", subjects=["orders.>"]))["changed"]
         assert run_module(STREAM, dict(app, name="cnc", subjects=["cnc"]))["changed"]
+        assert run_module(STREAM, dict(app, name="copy", sources=[{"name": "ORDERS"}]))["changed"]
         assert run_module(CONSUMER, dict(app, stream="ORDERS", name="workers", ack_wait="5s"))["changed"]
         assert run_module(KV, dict(app, name="held", entries={"k": "v"}))["changed"]
         assert run_module(OBJECTS, dict(app, name="fw", objects=[{"name": "a", "content": "x"}]))["changed"]
         publish_as(url, creds["APP"], "orders.new", 3)
+        server.wait(lambda: held(url, creds["APP"], "copy") == 3)  # copied before the first snapshot
         garbage = tmp / "garbage"
         garbage.write_bytes(b"-----BEGIN SOMETHING-----\nnot a thing\n" + os.urandom(64))
         account_seed = tmp / "account.nk"
@@ -528,6 +533,12 @@ def publish_as(url, creds, subject, count):
     with NatsClient({"servers": [url], "creds": creds, "timeout": 5.0}) as client:
         for number in range(count):
             assert b"seq" in client.request(subject, b"order %d" % number)
+
+
+def held(url, creds, stream):
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClient
+    with NatsClient({"servers": [url], "creds": creds, "timeout": 5.0}) as client:
+        return JetStream(client).call("STREAM.INFO.%s" % stream)["state"]["messages"]
 
 
 def snapshot(env):
