@@ -50,7 +50,7 @@ import urllib.request
 
 from bench_fleet import busy_cpu_seconds
 from bench_monitor import NATS_SERVER, PASSWORD, Fleet, connect, free_ports, stop_processes
-from bench_regions import layout
+from bench_regions import layout, site_consumers
 
 SPARK_CLASS = os.path.join(os.path.dirname(sys.executable), "spark-class")
 JOB = os.path.join(os.path.dirname(sys.executable), "jetstream-aggregate")
@@ -408,12 +408,19 @@ def run_size(args, sites, master_url, cluster):
         domains = [domain for _name, domain, _port, _http in fleet.edges]
         # the job reads the last: the one stream, or the regions' total; or the regions side by side
         side_by_side = args.read == "regions"
-        streams = layout(args.regions, domains, "telemetry", total=args.regions > 1 and not side_by_side)
+        streams = layout(args.regions, domains, "telemetry", total=args.regions > 1 and not side_by_side,
+                         durable=args.durable)
         read = [stream["name"] for stream in streams] if side_by_side else [streams[-1]["name"]]
 
         async def setup():
             await fleet.at_each_site(lambda domain, port: at_site(port, "STREAM.CREATE.telemetry-" + domain, {
                 "name": "telemetry-" + domain, "subjects": ["tel.%s.>" % domain], "storage": "file"}))
+            if args.durable:  # each region reads each site through a consumer the site has first
+                async def consumers(domain, port):
+                    for stream, config in site_consumers(args.regions, domains, domain, "telemetry"):
+                        await at_site(port, "CONSUMER.CREATE.%s.%s" % (stream, config["name"]),
+                                      {"stream_name": stream, "config": config})
+                await fleet.at_each_site(consumers)
             nc = await connect("tls://127.0.0.1:%d" % fleet.hub_port, fleet.ca.path)
             try:
                 for stream in streams:
@@ -536,6 +543,8 @@ def main():
     parser.add_argument("--cut", type=float, default=1.0, help="minutes every site is cut off from the hub")
     parser.add_argument("--trigger", type=int, default=1, help="the job's trigger_interval, seconds")
     parser.add_argument("--regions", type=int, default=1, help="regional streams at the hub (1: one stream)")
+    parser.add_argument("--durable", action="store_true",
+                        help="the regions read each site through a durable sourcing consumer (nats_fleet_aggregates' durable)")
     parser.add_argument("--read", choices=("total", "regions"), default="total",
                         help="what the job reads: the one stream or the regions' total, or the regions side by side")
     parser.add_argument("--master", default="standalone",
@@ -564,8 +573,9 @@ def main():
 
 
 def report(args, version, results):
-    print("\nnats-server %s, %d msg/s per site for %d s, cut %.3g min, %d region(s) read as %s, Spark %s, trigger %d s, "
-          "%d cores, %s" % (version, args.rate, args.seconds, args.cut, args.regions, args.read, args.master,
+    print("\nnats-server %s, %d msg/s per site for %d s, cut %.3g min, %d region(s)%s read as %s, Spark %s, trigger %d s, "
+          "%d cores, %s" % (version, args.rate, args.seconds, args.cut, args.regions, " (durable)" if args.durable else "",
+                            args.read, args.master,
                             args.trigger, os.cpu_count(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())))
     print("\nSteady:\n")
     print("| sites | offered msg/s | into Parquet msg/s | to the hub p50 / p99 s | to Parquet p50 / p99 s | p50 first / "
