@@ -339,3 +339,20 @@ def test_dropin_config():
                  'default_ulimits = ["nofile=20000:20000", "nproc=8192:8192"]',
                  '"base" = "10.89.128.0/17", "size" = 24'):
         assert line in text
+
+
+def test_a_host_podman_cannot_enter_is_named_with_podmans_answer_and_the_way_out(monkeypatch):
+    class Answer:
+        def __init__(self, stdout="", stderr=""):
+            self.stdout, self.stderr = stdout, stderr
+
+    def podman(*args, **_kwargs):
+        if args[0] == "exec":
+            return Answer(stderr="Error: OCI runtime error: runc: exec failed: cannot exec in a stopped container\n")
+        return Answer(stdout="running\n")  # what podman lists while it cannot enter the container
+    monkeypatch.setattr(fl, "podman", podman)
+    monkeypatch.setattr(fl.time, "sleep", lambda _seconds: None)
+    with pytest.raises(fl.LabError) as raised:
+        fl.wait_booted(["demo-hub-1"], 0.05)
+    assert "cannot exec in a stopped container" in str(raised.value)
+    assert "make demo-down" in str(raised.value)
