@@ -43,20 +43,29 @@ def layout(regions, domains, name="tel", total=False, durable=False):
     """The hub streams of the aggregate ``name`` (sourcing ``<name>-<site>``) over ``regions`` regions, the sites
     split evenly, as the collection makes them (with ``total``, the last sources the regions; with ``durable``, each
     site through a consumer of its stream), in the server's API form."""
-    sys.path.insert(0, os.path.join(ROOT, ".collections"))
-    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates  # pylint: disable=import-error
-
-    size = -(-len(domains) // regions)
-    spread = dict(("r%d" % (index + 1), domains[index * size:(index + 1) * size]) for index in range(regions))
-    items = _aggregates.streams([aggregate(name, spread, total, durable)], domains, "hub")
+    items = _aggregates().streams([aggregate(name, _spread(regions, domains), total, durable)], domains, "hub")
 
     def api_of(source):  # a site's stream is read through its domain's API, a region's in the hub's own
         return {"external": {"api": "$JS.%s.API" % source["domain"]}} if source.get("domain") else {}
 
     return [{"name": item["name"], "storage": "file",
-             "sources": [dict({"name": source["name"]}, **dict(api_of(source), **{
-                 key: source[key] for key in ("consumer",) if key in source})) for source in item["sources"]]}
+             "sources": [dict({"name": source["name"]}, **api_of(source),
+                              **({"consumer": source["consumer"]} if "consumer" in source else {}))
+                         for source in item["sources"]]}
             for item in items]
+
+
+def _aggregates():
+    """The collection's _aggregates, from this checkout."""
+    sys.path.insert(0, os.path.join(ROOT, ".collections"))
+    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates as aggregates  # pylint: disable=import-error
+    return aggregates
+
+
+def _spread(regions, domains):
+    """``domains`` split evenly over ``regions`` regions r1, r2, ..."""
+    size = -(-len(domains) // regions)
+    return dict(("r%d" % (index + 1), domains[index * size:(index + 1) * size]) for index in range(regions))
 
 
 def aggregate(name, spread, total=False, durable=False):
@@ -66,14 +75,11 @@ def aggregate(name, spread, total=False, durable=False):
 def site_consumers(regions, domains, domain, name="tel"):
     """The consumers of ``domain``'s stream that a durable layout's regions read it through, as the collection makes
     them (``_aggregates.consumers``), in the server's API form: [(stream, config)]."""
-    from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates  # pylint: disable=import-error
-
-    size = -(-len(domains) // regions)
-    spread = dict(("r%d" % (index + 1), domains[index * size:(index + 1) * size]) for index in range(regions))
+    made = _aggregates().consumers({"hub": ([aggregate(name, _spread(regions, domains), durable=True)], "")}, domain,
+                                   ["hub"] + domains)
     return [(item["stream"], {"name": item["name"], "durable_name": item["name"], "deliver_subject": item["deliver_subject"],
                               "ack_policy": item["ack_policy"], "flow_control": True, "idle_heartbeat": 10 ** 9})
-            for item in _aggregates.consumers({"hub": ([aggregate(name, spread, durable=True)], "")}, domain,
-                                              ["hub"] + domains)]
+            for item in made]
 
 
 async def fill(fleet, messages):

@@ -311,7 +311,7 @@ def _checked_sites(hostvars, hosts):
         data.update(files_dir=hv.get("inventory_dir") or "", default_account=hv.get("nats_fleet_default_account") or "",
                     system_account=hv.get("nats_fleet_system_account") or None, labels={}, refused="")
         own = len(data["consumers"])
-        data["consumers"] = host_consumers(hv, copying, every_domain)
+        data["consumers"] += _aggregates.consumers(copying, domain, every_domain)
         data["labels"]["consumers"] = dict((index, "%s (durable: the consumer %s)" % (_aggregates.SETTING, item["name"]))
                                            for index, item in enumerate(data["consumers"][own:], own))
         try:

@@ -169,14 +169,20 @@ def module():
     return run_module
 
 
-def _js_conf(name, port, http_port, store, domain, leaf_listen=None, remote=None):
+def _js_conf(name, port, http_port, store, domain, leaf_listen=None, remote=None, cluster=None):
+    """A JetStream server on loopback; ``remote``: the leaf port (or ports) of the hub to link to; ``cluster``: (its
+    route port, every route port of the cluster), the cluster named after the domain."""
     lines = ['server_name: "%s"' % name, "listen: \"127.0.0.1:%d\"" % port, "http: \"127.0.0.1:%d\"" % http_port,
              'jetstream { store_dir: "%s", domain: "%s", max_memory_store: 268435456, max_file_store: 1073741824 }'
              % (store, domain)]
+    if cluster:
+        lines.append('cluster { name: "%s", listen: "127.0.0.1:%d", routes: [%s] }' % (
+            domain, cluster[0], ", ".join('"nats-route://127.0.0.1:%d"' % route for route in cluster[1])))
     if leaf_listen:
         lines.append('leafnodes { listen: "127.0.0.1:%d" }' % leaf_listen)
     if remote:
-        lines.append('leafnodes { remotes: [ { urls: ["nats-leaf://127.0.0.1:%d"] } ] }' % remote)
+        lines.append('leafnodes { remotes: [ { urls: [%s] } ] }' % ", ".join(
+            '"nats-leaf://127.0.0.1:%d"' % leaf for leaf in (remote if isinstance(remote, list) else [remote])))
     return "\n".join(lines) + "\n"
 
 

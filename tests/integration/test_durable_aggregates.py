@@ -6,15 +6,14 @@ every acknowledged message once, the site still has the one consumer it made (th
 making another), and its ack floor is what the hub holds. An aggregate without durable, under the same load and
 leader changes, is the reference: it too holds every message once."""
 
-import sys
 import threading
 import time
 
 import pytest
 import yaml
 
-from conftest import free_port, jetstream
-from test_fleet_objects import fake_creds, run_stages
+from conftest import _js_conf, free_port, jetstream
+from test_fleet_objects import run_stages, stage_vars
 from test_nsc_exports import wait_for
 
 AGGREGATES = [{"name": "tele", "origin": "tele-{site}", "regions": {"north": ["leaf"]}, "durable": True,
@@ -24,22 +23,6 @@ CONSUMER = "tele-north-hub"
 MESSAGES = 3000
 
 
-def _conf(name, ports, routes, store, domain, leaf_listen=None, remotes=()):
-    lines = ['server_name: "%s"' % name, 'listen: "127.0.0.1:%d"' % ports["client"],
-             'http: "127.0.0.1:%d"' % ports["http"],
-             'jetstream { store_dir: "%s", domain: "%s", max_memory_store: 67108864, max_file_store: 536870912 }'
-             % (store, domain)]
-    if routes:
-        lines.append('cluster { name: "%s", listen: "127.0.0.1:%d", routes: [%s] }' % (
-            domain, ports["cluster"], ", ".join('"nats-route://127.0.0.1:%d"' % port for port in routes)))
-    if leaf_listen:
-        lines.append('leafnodes { listen: "127.0.0.1:%d" }' % leaf_listen)
-    if remotes:
-        lines.append('leafnodes { remotes: [ { urls: [%s] } ] }' % ", ".join(
-            '"nats-leaf://127.0.0.1:%d"' % port for port in remotes))
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture
 def hub_cluster_and_leaf(nats_binary, start_server, tmp_path):
     binary, version = nats_binary
@@ -47,13 +30,14 @@ def hub_cluster_and_leaf(nats_binary, start_server, tmp_path):
         pytest.skip("durable sourcing consumers need nats-server 2.14; the modules' refusal on older servers is "
                     "test_durable_sourcing's")
     hub = [dict(client=free_port(), http=free_port(), cluster=free_port(), leaf=free_port()) for _number in range(3)]
-    servers = [start_server(binary, _conf("hub-%d" % (n + 1), ports, [p["cluster"] for p in hub],
-                                          tmp_path / ("hub-%d-js" % (n + 1)), "hub", leaf_listen=ports["leaf"]),
+    servers = [start_server(binary, _js_conf("hub-%d" % (n + 1), ports["client"], ports["http"],
+                                             tmp_path / ("hub-%d-js" % (n + 1)), "hub", leaf_listen=ports["leaf"],
+                                             cluster=(ports["cluster"], [p["cluster"] for p in hub])),
                             "hub-%d" % (n + 1), ports["http"])
                for n, ports in enumerate(hub)]
     leaf = dict(client=free_port(), http=free_port())
-    leaf_server = start_server(binary, _conf("leaf-1", leaf, (), tmp_path / "leaf-js", "leaf",
-                                             remotes=[p["leaf"] for p in hub]), "leaf-1", leaf["http"])
+    leaf_server = start_server(binary, _js_conf("leaf-1", leaf["client"], leaf["http"], tmp_path / "leaf-js", "leaf",
+                                                remote=[p["leaf"] for p in hub]), "leaf-1", leaf["http"])
     for server in servers + [leaf_server]:
         server.wait(lambda server=server: server.get("healthz")["status"] == "ok", 60)
     leaf_server.wait(lambda: leaf_server.get("leafz")["leafnodes"] == 1)
@@ -61,21 +45,13 @@ def hub_cluster_and_leaf(nats_binary, start_server, tmp_path):
 
 
 def _inventory(env, tmp_path):
-    fleet_dir = tmp_path / "fleet"
-    fake_creds(str(fleet_dir / "creds/TEST/u.creds"))
-    hosts = {"all": {"vars": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False,
-        "nats_fleet_dir": str(fleet_dir), "nats_fleet_default_account": "TEST",
-        "nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_wait_seconds": 30,
-        # plaintext test servers: no CA to verify them with
-        "nats_fleet_ca_file": ""},
-        "children": {"nats_servers": {"children": {
-            "hub": {"hosts": dict(("hub-%d" % (n + 1), {"nats_server_jetstream_domain": "hub", "nats_client_url": url})
-                                  for n, url in enumerate(env["hub"])),
-                    "vars": {"nats_fleet_aggregates": AGGREGATES}},
-            "spokes": {"hosts": {"leaf-1": {"nats_server_jetstream_domain": "leaf", "nats_client_url": env["leaf"]}},
-                       "vars": {"nats_streams": [{"name": "tele-leaf", "subjects": ["tele.leaf.>"]},
-                                                 {"name": "logs-leaf", "subjects": ["logs.leaf.>"]}]}}}}}}}
+    hosts = {"all": {"vars": stage_vars(tmp_path), "children": {"nats_servers": {"children": {
+        "hub": {"hosts": dict(("hub-%d" % (n + 1), {"nats_server_jetstream_domain": "hub", "nats_client_url": url})
+                              for n, url in enumerate(env["hub"])),
+                "vars": {"nats_fleet_aggregates": AGGREGATES}},
+        "spokes": {"hosts": {"leaf-1": {"nats_server_jetstream_domain": "leaf", "nats_client_url": env["leaf"]}},
+                   "vars": {"nats_streams": [{"name": "tele-leaf", "subjects": ["tele.leaf.>"]},
+                                             {"name": "logs-leaf", "subjects": ["logs.leaf.>"]}]}}}}}}}
     path = tmp_path / "edge-fleet" / "hosts.yml"
     path.parent.mkdir()
     path.write_text(yaml.safe_dump(hosts))

@@ -30,6 +30,19 @@ def fake_creds(path):
                      "------END USER NKEY SEED------\n" % seed)
 
 
+def stage_vars(tmp_path):
+    """The inventory's variables for the preflight and streams stages on the fixture's servers, run on the controller
+    with the account TEST (its creds a file the servers without auth take)."""
+    fleet_dir = tmp_path / "fleet"
+    fake_creds(str(fleet_dir / "creds/TEST/u.creds"))
+    return {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False,
+        "nats_fleet_dir": str(fleet_dir), "nats_fleet_default_account": "TEST",
+        "nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_wait_seconds": 30,
+        # the fixture's servers take plaintext clients: no CA to verify them with
+        "nats_fleet_ca_file": ""}
+
+
 def run_stages(inventory, *args):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
     proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory,
@@ -57,26 +70,19 @@ def task_status(stdout, name, host):
 def test_object_stores_from_the_inventory_reach_the_edge_host_also_with_the_hub_down(hub_and_leaf, tmp_path):
     if hub_and_leaf["version"].startswith("2.9."):
         pytest.skip("the stage's logic is the same on every server; the modules' own tests cover 2.9")
-    fleet_dir = tmp_path / "fleet"
-    fake_creds(str(fleet_dir / "creds/TEST/u.creds"))
+    fleet_dir = tmp_path / "fleet"  # stage_vars' nats_fleet_dir
     inventory = tmp_path / "edge-fleet"
     (inventory / "files").mkdir(parents=True)
     (inventory / "files/fw.bin").write_bytes(FIRMWARE)
     dest = tmp_path / "edge-host/opt/gateway/fw.bin"
-    hosts = {"all": {"vars": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable, "ansible_become": False,
-        "nats_fleet_dir": str(fleet_dir), "nats_fleet_default_account": "TEST",
-        "nats_accounts": [{"name": "TEST", "users": [{"name": "u"}]}], "nats_fleet_wait_seconds": 30,
-        # the fixture's servers take plaintext clients: no CA to verify them with
-        "nats_fleet_ca_file": ""},
-        "children": {"nats_servers": {"children": {
-            "hub": {"hosts": {"hub-1": {"nats_server_jetstream_domain": "hub", "nats_client_url": hub_and_leaf["hub"]}},
-                    "vars": {"nats_object_stores": [{"name": "files", "objects": [
-                        {"name": "fw.bin", "src": "files/fw.bin"}, {"name": "CHANNEL", "content": "stable"}]}]}},
-            "spokes": {"hosts": {"leaf-1": {"nats_server_jetstream_domain": "leaf", "nats_client_url": hub_and_leaf["leaf"]}},
-                       "vars": {"nats_object_stores": [{"name": "files", "mirror": {"name": "files", "domain": "hub"}}],
-                                "nats_object_fetch": [{"bucket": "files", "name": "fw.bin", "dest": str(dest),
-                                                       "mode": "0640"}]}}}}}}}
+    hosts = {"all": {"vars": stage_vars(tmp_path), "children": {"nats_servers": {"children": {
+        "hub": {"hosts": {"hub-1": {"nats_server_jetstream_domain": "hub", "nats_client_url": hub_and_leaf["hub"]}},
+                "vars": {"nats_object_stores": [{"name": "files", "objects": [
+                    {"name": "fw.bin", "src": "files/fw.bin"}, {"name": "CHANNEL", "content": "stable"}]}]}},
+        "spokes": {"hosts": {"leaf-1": {"nats_server_jetstream_domain": "leaf", "nats_client_url": hub_and_leaf["leaf"]}},
+                   "vars": {"nats_object_stores": [{"name": "files", "mirror": {"name": "files", "domain": "hub"}}],
+                            "nats_object_fetch": [{"bucket": "files", "name": "fw.bin", "dest": str(dest),
+                                                   "mode": "0640"}]}}}}}}}
     (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
 
     proc, recap = run_stages(str(inventory / "hosts.yml"))
