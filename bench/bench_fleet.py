@@ -214,8 +214,10 @@ def environment(args, work):
     if args.control_persist:
         # Ansible's own ssh_args with a longer-lived master: a host's next task reuses its connection
         env["ANSIBLE_SSH_ARGS"] = "-C -o ControlMaster=auto -o ControlPersist=%s" % args.control_persist
+    # bench/callback/bench_runs.py counts each step's module runs, skips and retries and the controller's memory
+    env.update(ANSIBLE_CALLBACK_PLUGINS=os.path.join(ROOT, "bench", "callback"), ANSIBLE_CALLBACKS_ENABLED="bench_runs")
     if args.tasks:
-        env.update(ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_SORT_ORDER="none",
+        env.update(ANSIBLE_CALLBACKS_ENABLED="bench_runs,ansible.posix.profile_tasks", PROFILE_TASKS_SORT_ORDER="none",
                    PROFILE_TASKS_TASK_OUTPUT_LIMIT="all")
     if args.fact_cache:
         env.update(ANSIBLE_CACHE_PLUGIN="jsonfile", ANSIBLE_CACHE_PLUGIN_CONNECTION=os.path.join(work, "facts"),
@@ -243,13 +245,26 @@ def grown_tasks(smaller, larger, top=15):
     return sorted(rows, key=lambda row: row[1] - row[2])[:top]
 
 
+def grown_runs(smaller, larger, step, top=12):
+    """[(task, module runs per site in ``smaller``, in ``larger``)]: the tasks of one step whose runs per site
+    (each host's run and each retry) grew most, the largest growth first."""
+    def per_site(row):
+        return dict((name, (task["ran"] + task["retries"]) / row["sites"])
+                    for name, task in row["runs " + step]["tasks"].items())
+    small, large = per_site(smaller), per_site(larger)
+    rows = [(name, small.get(name, 0.0), large.get(name, 0.0)) for name in set(small) | set(large)]
+    return sorted(rows, key=lambda row: row[1] - row[2])[:top]
+
+
 def timed(row, name, argv, env, sites=None, tasks_dir=None):
     """Run one step, keeping its time and the load average while it ran (printed at once: a run cut short
     still leaves the steps it finished); per site is per measured site unless ``sites`` says how many the step
     converges. With ``tasks_dir``, the step's output (its time per task) is kept there."""
     machine, controller = busy_cpu_seconds(), controller_cpu_seconds()
+    runs_file = os.path.join(tempfile.gettempdir(), "bench-fleet-runs-%d.json" % os.getpid())
     with LoadAverage() as load:
-        row[name], proc = run(argv, env=env)
+        row[name], proc = run(argv, env=dict(env, BENCH_RUNS_FILE=runs_file))
+    row["runs " + name] = module_runs(runs_file)
     if tasks_dir:
         os.makedirs(tasks_dir, exist_ok=True)
         with open(os.path.join(tasks_dir, "%d-%s.log" % (row["sites"], name)), "w", encoding="utf-8") as handle:
@@ -260,11 +275,29 @@ def timed(row, name, argv, env, sites=None, tasks_dir=None):
     row["cpu machine " + name] = busy_cpu_seconds() - machine
     row["busy " + name] = row["cpu machine " + name] / (row[name] * CORES)
     sites = sites or row["sites"]
+    runs = row["runs " + name]
     print("  %d sites: %s %.1f s (%.2f s per site), load %.1f/%.1f; CPU per site: controller %.2f s, machine %.2f s; "
-          "%.0f%% of %d cores busy" % (
+          "%.0f%% of %d cores busy; per site: %.1f task runs, %.1f retries, %.1f skips; controller peak RSS %.0f MB" % (
               sites, name, row[name], row[name] / sites, *row["load " + name], row["cpu controller " + name] / sites,
-              row["cpu machine " + name] / sites, 100 * row["busy " + name], CORES), file=sys.stderr, flush=True)
+              row["cpu machine " + name] / sites, 100 * row["busy " + name], CORES, runs["ran"] / sites,
+              runs["retries"] / sites, runs["skipped"] / sites, runs["maxrss_mb"]), file=sys.stderr, flush=True)
+    if tasks_dir:
+        with open(os.path.join(tasks_dir, "%d-%s.runs.json" % (row["sites"], name)), "w", encoding="utf-8") as handle:
+            json.dump(runs, handle, indent=1)
     return proc
+
+
+def module_runs(path):
+    """bench_runs' count of one step: totals of task runs, skips, retries and loop items, the controller's peak
+    RSS and the per-task counts (zeros when the callback wrote nothing)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+        os.unlink(path)
+    except (OSError, ValueError):
+        found = {"tasks": {}, "maxrss_mb": 0.0}
+    totals = dict((key, sum(task[key] for task in found["tasks"].values())) for key in ("ran", "skipped", "retries", "items"))
+    return dict(totals, maxrss_mb=found["maxrss_mb"], tasks=found["tasks"])
 
 
 def measure(sites, args, idle=None):
@@ -365,6 +398,14 @@ def main():
         for name, small, large in grown_tasks((smaller["sites"], smaller["tasks converge"]),
                                               (larger["sites"], larger["tasks converge"])):
             print("  %7.3f -> %7.3f  %s" % (small, large, name[:110]))
+    if len(rows) > 1:
+        smaller, larger = min(rows, key=lambda r: r["sites"]), max(rows, key=lambda r: r["sites"])
+        for step in ("converge", "no-op", "rollout"):
+            if "runs " + step in smaller and "runs " + step in larger:
+                print("\n%s, the tasks whose module runs per site (runs + retries) grew most from %d to %d sites:"
+                      % (step, smaller["sites"], larger["sites"]))
+                for name, small, large in grown_runs(smaller, larger, step):
+                    print("  %7.2f -> %7.2f  %s" % (small, large, name[:110]))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)
