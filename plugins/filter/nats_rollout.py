@@ -2,12 +2,13 @@
 # Copyright: contributors to nats_edge.fleet
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters behind the ``rollout`` playbook: the order nodes go in, and the
-gates they pass. Thin wrappers over ``plugin_utils._rollout``."""
+gates they pass. Thin wrappers over ``plugin_utils._rollout`` and ``module_utils._server_gates``."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _server_gates
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _rollout
 
 
@@ -21,7 +22,7 @@ def nats_rollout_rounds(batch, sites):
 
 def nats_server_gate(data, name, endpoint, peers=None, leafnodes=None, max_lag=0, version=None, leafs=None):
     try:
-        return _rollout.gate_problems(name, endpoint, data, peers=peers, leafnodes=leafnodes, max_lag=max_lag,
+        return _server_gates.gate_problems(name, endpoint, data, peers=peers, leafnodes=leafnodes, max_lag=max_lag,
                                       version=version, leafs=leafs)
     except (ValueError, TypeError) as exc:
         raise AnsibleFilterError("nats_server_gate: %s" % exc)

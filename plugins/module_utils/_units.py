@@ -154,6 +154,22 @@ def canonical_time(value):
     return text + ("." + fraction if fraction else "") + "Z"
 
 
+_RFC3339_RE = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$")
+
+
+def epoch_seconds(value):
+    """Seconds since the epoch from an RFC 3339 time as /varz reports it (nanoseconds and any UTC offset
+    allowed)."""
+    match = _RFC3339_RE.match(str(value or "").strip())
+    if not match:
+        raise ValueError("cannot read a time from %r" % (value,))
+    year, month, day, hour, minute, second = (int(x) for x in match.groups()[:6])
+    fraction = float("0." + match.group(7)) if match.group(7) else 0.0
+    zone = match.group(8)
+    offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    return _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second + fraction - offset
+
+
 def _days_from_civil(year, month, day):
     year -= month <= 2
     era = year // 400

@@ -144,16 +144,10 @@ def check_duration(value, field="duration"):
 def parse_timestamp(value):
     """Seconds since the epoch from an RFC 3339 time as /varz reports it
     (nanoseconds and any UTC offset allowed)."""
-    match = re.match(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$",
-                     str(value or "").strip())
-    if not match:
-        raise ConfigError("cannot read a time from %r" % (value,))
-    year, month, day, hour, minute, second = (int(x) for x in match.groups()[:6])
-    fraction = float("0." + match.group(7)) if match.group(7) else 0.0
-    zone = match.group(8)
-    offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
-    days = _units._days_from_civil(year, month, day)
-    return days * 86400 + hour * 3600 + minute * 60 + second + fraction - offset
+    try:
+        return _units.epoch_seconds(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def duration_seconds(value, field="duration"):

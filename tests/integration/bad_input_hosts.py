@@ -3,6 +3,7 @@
 SERVER_STATE = "nats_server_state"
 HOST_STATE = "host_state"
 RECONNECT = "nats_leaf_reconnect"
+WAIT = "nats_server_wait"
 
 # a user's public key, where an account's is expected
 USER_KEY = "U" + "A" * 55
@@ -39,6 +40,17 @@ def rows(table):
         ("host-state-urls-no-host", HOST_STATE, dict(urls=["https:///json/"]), "urls: 'https:///json/' names no host"),
         ("host-state-timeout-zero", HOST_STATE, dict(urls=["http://127.0.0.1:{dead}/json/"], timeout=0),
          "timeout: 0: use a number of seconds above 0"),
+        # -- nats_server_wait: refused before the first read -------------------------------------------------------------
+        ("server-wait-url-file", WAIT, dict(url="file://{files}", endpoint="healthz"),
+         "url: 'file://{files}' is not an http or https URL; only http:// and https:// URLs are read"),
+        ("server-wait-endpoint-choice", WAIT, dict(url="http://127.0.0.1:{dead}", endpoint="connz"),
+         "endpoint must be one of: healthz, varz, routez, leafz, jsz"),
+        ("server-wait-loaded-after-healthz", WAIT, dict(url="http://127.0.0.1:{dead}", endpoint="healthz", loaded_after=1.5),
+         "loaded_after: the config load time is read from varz, not healthz"),
+        ("server-wait-ca-missing", WAIT, dict(url="https://127.0.0.1:{dead}", endpoint="healthz", ca_path="{files}/no-ca.pem"),
+         "ca_path: {files}/no-ca.pem: no such file on the host"),
+        ("server-wait-timeout-negative", WAIT, dict(url="http://127.0.0.1:{dead}", endpoint="healthz", timeout=-1),
+         "timeout: -1: use a number of seconds, 0 or more"),
         # -- nats_leaf_reconnect: what accounts and remote_name take, refused before any wait ------------------------
         ("leaf-reconnect-account-name", RECONNECT, dict(system, server_name="n1", accounts=["APP"], wait=60),
          "leaf links of n1: accounts: APP is an account name; accounts takes account public keys (A...): APP is A"),

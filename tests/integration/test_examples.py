@@ -26,7 +26,7 @@ PACKAGE = "ansible_collections.nats_edge.fleet.plugins.modules"
 # nsc first (they build the accounts), then streams before the consumers and reports that read them
 ORDER = ["nsc_operator", "nsc_store", "nsc_account", "nsc_user", "nsc_export", "nsc_info", "jetstream_object_store",
          "jetstream_stream", "jetstream_consumer", "jetstream_info", "jetstream_kv", "jetstream_domain",
-         "jetstream_object_fetch", "nats_server_state", "host_state", "nats_leaf_reconnect"]
+         "jetstream_object_fetch", "nats_server_state", "nats_server_wait", "host_state", "nats_leaf_reconnect"]
 APP_ACCOUNT = dict(name="APP", signing_key=True, limits={"conn": 1000},
                    jetstream=dict(disk_storage="10GiB", mem_storage="256MiB", streams=20, consumers=-1))
 
@@ -154,7 +154,7 @@ def examples_fleet(tmp_path):
         firmware.write_bytes(os.urandom(300 * 1024))
         os.makedirs(tmp_path / "edge")
         yield dict(base=base, urls=urls, creds=creds, tmp=tmp_path, firmware=str(firmware), app_id=app_id,
-                   sys_creds=operator["sys_creds"])
+                   sys_creds=operator["sys_creds"], monitor="http://127.0.0.1:%d" % ports["hub-1"][1])
     finally:
         for server in started:
             server.stop()
@@ -178,6 +178,9 @@ def examples_play(fleet):
         "remote_name: edge-2": "remote_name: spoke-2",
         "/home/ops/.nats-fleet/OP/creds/SYS/sys.creds": fleet["sys_creds"],
         "ACW4MCIOG6WULUFONE5D5Z455CT2LVUJEAOL53NNOR2ONNDOJWPZRIPX": fleet["app_id"],
+        # nats_server_wait: hub-1's monitoring port (over http here, its CA then unused)
+        "https://127.0.0.1:8222": fleet["monitor"],
+        "http://127.0.0.1:8222": fleet["monitor"],
     }
     tasks = []
     for name in ORDER:
@@ -197,7 +200,9 @@ def test_every_example_runs_as_written(examples_fleet, tmp_path):
     defaults.update(("nats_edge.fleet.%s" % name, connection) for name in ORDER if name.startswith("jetstream_"))
     # the fetch runs where the file is needed, with the site's own connection
     play = [{"hosts": "localhost", "gather_facts": False, "module_defaults": defaults,
-             "vars": {"site_streams": [{"name": "SITE", "subjects": ["site.>"], "max_age": "30d"}]},
+             "vars": {"site_streams": [{"name": "SITE", "subjects": ["site.>"], "max_age": "30d"}],
+                      # a reload signalled before the servers started: their load time is later
+                      "reload_sent": 0},
              "tasks": tasks}]
     (tmp_path / "examples.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     proc = run_playbook_file(tmp_path / "examples.yml")

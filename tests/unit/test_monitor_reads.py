@@ -20,25 +20,42 @@ def _load(path):
     return load("nats_server", path)
 
 
+WAIT = "nats_edge.fleet.nats_server_wait"
+
+
+def reading(task):
+    """The arguments of a task that reads a monitoring endpoint (ansible.builtin.uri, or nats_server_wait, which
+    waits on the host until a gate passes), else None."""
+    return isinstance(task, dict) and (task.get("ansible.builtin.uri") or task.get("uri") or task.get(WAIT)) or None
+
+
+def endpoint(args):
+    return args.get("endpoint") or str(args["url"]).rsplit("/", 1)[-1]
+
+
 def monitor_reads():
-    """(file, task name, uri arguments) of every task of the role that reads the monitoring port."""
+    """(file, task name, arguments) of every task of the role that reads the monitoring port."""
     found = []
     for path in sorted(glob.glob(os.path.join(ROLE, "tasks", "**", "*.yml"), recursive=True)):
         for task in walk_tasks(_load(path)):
-            uri = task.get("ansible.builtin.uri") or task.get("uri")
-            if uri and "_nats_server_monitor_url" in str(uri.get("url")):
-                found.append((os.path.relpath(path, ROLE), task.get("name"), uri))
+            args = reading(task)
+            if args and "_nats_server_monitor_url" in str(args.get("url")):
+                found.append((os.path.relpath(path, ROLE), task.get("name"), args))
     return found
 
 
 def test_the_role_reads_healthz_and_varz():
     reads = monitor_reads()
-    assert sorted(uri["url"].rsplit("/", 1)[-1] for _path, _name, uri in reads) == ["healthz", "varz", "varz"]
+    assert sorted(endpoint(args) for _path, _name, args in reads) == ["healthz", "varz", "varz"]
+    # the waits (for health after a start, for the config after a reload) wait on the host, in one module run
+    assert sorted(name for _path, name, args in reads if "endpoint" in args) == [
+        "Wait for /healthz", "Wait for a newer config load time"]
 
 
 @pytest.mark.parametrize("path,name,uri", monitor_reads(), ids=lambda value: value if isinstance(value, str) else "")
 def test_every_read_of_the_monitoring_port_verifies_the_server_against_the_ca(path, name, uri):
-    assert uri.get("validate_certs") is True, (path, name)
+    # (nats_server_wait always verifies an https server, against ca_path when it is given)
+    assert uri.get("validate_certs", "endpoint" in uri) is True, (path, name)
     assert uri.get("ca_path") == "{{ _nats_server_monitor_ca or omit }}", (path, name)
 
 
@@ -132,7 +149,7 @@ def every_monitor_read():
             else:
                 tasks.append(item)
         for task in walk_tasks(tasks):
-            uri = isinstance(task, dict) and (task.get("ansible.builtin.uri") or task.get("uri"))
+            uri = reading(task)
             url = str(uri.get("url")) if uri else ""
             # (the monitoring stage's own reads of Prometheus are not of a server's monitoring port)
             port_url = url.replace("nats_monitoring_", "")
