@@ -23,7 +23,7 @@ def nats_rollout_rounds(batch, sites):
 def nats_server_gate(data, name, endpoint, peers=None, leafnodes=None, max_lag=0, version=None, leafs=None):
     try:
         return _server_gates.gate_problems(name, endpoint, data, peers=peers, leafnodes=leafnodes, max_lag=max_lag,
-                                      version=version, leafs=leafs)
+                                           version=version, leafs=leafs)
     except (ValueError, TypeError) as exc:
         raise AnsibleFilterError("nats_server_gate: %s" % exc)
 
