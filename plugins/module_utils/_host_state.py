@@ -326,17 +326,26 @@ class HostReader(object):
         return parse_unit_properties(out) if rc == 0 else {}
 
     @staticmethod
-    def json_url(url, timeout, ca_path=None):
+    def json_url(url, timeout, ca_path=None, error_body=False):
         """(the JSON a GET of ``url`` answers, '') or (None, why not): a status page read, never an error. An
-        https URL is verified, against ``ca_path`` when given. A URL that is not http or https raises
+        https URL is verified, against ``ca_path`` when given. With ``error_body``, an error status whose body is
+        JSON is read like a 200 (``/healthz`` answers 503 with its reason). A URL that is not http or https raises
         HostStateError: nothing else is read."""
         from ansible.module_utils.urls import open_url
+        from ansible.module_utils.six.moves.urllib.error import HTTPError
 
         check_status_url("url", url)
         try:
             with open_url(url, timeout=timeout, validate_certs=True, ca_path=ca_path) as response:
                 return json.loads(response.read().decode("utf-8")), ""
-        except Exception as exc:  # any failure means the service does not answer
+        except HTTPError as exc:
+            if error_body:
+                try:
+                    return json.loads(exc.read().decode("utf-8")), ""
+                except ValueError:  # a body that is not JSON: the status says it
+                    pass
+            return None, str(exc)
+        except Exception as exc:  # any other failure means the service does not answer
             return None, str(exc)
 
     def binary(self, path):

@@ -10,10 +10,10 @@ passes, both call it.
 
 from __future__ import annotations
 
-import json
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _units
+from ansible_collections.nats_edge.fleet.plugins.module_utils._host_state import HostReader
 
 
 def _peer_names(routez):
@@ -113,24 +113,6 @@ def loaded_problems(name, varz, after):
     return []
 
 
-def read_endpoint(url, timeout, ca_path=None):
-    """(the JSON ``url`` answers, '') or (None, why not). An answer of 503 (``/healthz`` while JetStream is not
-    current) is read like a 200: its JSON says why. An https URL is verified, against ``ca_path`` when given."""
-    from ansible.module_utils.urls import open_url
-    from ansible.module_utils.six.moves.urllib.error import HTTPError
-
-    try:
-        with open_url(url, timeout=timeout, validate_certs=True, ca_path=ca_path) as response:
-            return json.loads(response.read().decode("utf-8")), ""
-    except HTTPError as exc:
-        try:
-            return json.loads(exc.read().decode("utf-8")), ""
-        except Exception:  # a body that is not JSON: the status says it
-            return None, "HTTP %s" % exc.code
-    except Exception as exc:  # refused, reset, timed out, bad certificate: it does not answer yet
-        return None, str(exc)
-
-
 def wait_for_gate(judge, url, timeout, interval=1.0, ca_path=None, clock=time.monotonic, sleep=time.sleep):
     """Read ``url`` until ``judge(json)`` (problems, [] when it passes) finds none, or ``timeout`` seconds pass.
     Returns {json, problems, attempts, waited}: problems empty when it passed, else the last read's (with why
@@ -140,7 +122,7 @@ def wait_for_gate(judge, url, timeout, interval=1.0, ca_path=None, clock=time.mo
     while True:
         attempts += 1
         left = timeout - (clock() - started)
-        data, error = read_endpoint(url, max(1.0, min(10.0, left)), ca_path=ca_path)
+        data, error = HostReader.json_url(url, max(1.0, min(10.0, left)), ca_path=ca_path, error_body=True)
         problems = judge(data)
         if problems and data is None and error:
             problems = ["%s (%s)" % (problems[0], error)] + problems[1:]

@@ -143,11 +143,7 @@ def canonical_time(value):
     zone = match.group(8) or "Z"
     if not (1 <= month <= 12 and 1 <= day <= 31 and hour < 24 and minute < 60 and second < 61):
         raise ValueError("%r is not a valid time" % (value,))
-    seconds = _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
-    if zone not in ("Z", "z"):
-        zone = zone.replace(":", "")
-        offset = int(zone[1:3]) * 3600 + int(zone[3:5]) * 60
-        seconds -= offset if zone[0] == "+" else -offset
+    seconds = _utc_seconds(year, month, day, hour, minute, second, zone)
     days, rest = divmod(seconds, 86400)
     year, month, day = _civil_from_days(days)
     text = "%04d-%02d-%02dT%02d:%02d:%02d" % (year, month, day, rest // 3600, rest % 3600 // 60, rest % 60)
@@ -165,9 +161,17 @@ def epoch_seconds(value):
         raise ValueError("cannot read a time from %r" % (value,))
     year, month, day, hour, minute, second = (int(x) for x in match.groups()[:6])
     fraction = float("0." + match.group(7)) if match.group(7) else 0.0
-    zone = match.group(8)
-    offset = 0 if zone == "Z" else (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
-    return _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second + fraction - offset
+    return _utc_seconds(year, month, day, hour, minute, second, match.group(8)) + fraction
+
+
+def _utc_seconds(year, month, day, hour, minute, second, zone):
+    """Whole seconds since the epoch of a civil time at UTC offset ``zone`` (Z, +hh:mm or +hhmm)."""
+    seconds = _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+    if zone not in ("Z", "z"):
+        zone = zone.replace(":", "")
+        offset = int(zone[1:3]) * 3600 + int(zone[3:5]) * 60
+        seconds -= offset if zone[0] == "+" else -offset
+    return seconds
 
 
 def _days_from_civil(year, month, day):

@@ -177,12 +177,12 @@ def judge(params):
     return problems
 
 
-def check(params):
+def check(params, https):
     check_status_url("url", params["url"])
     for option in ("timeout", "interval"):
         if not (params[option] >= 0 and math.isfinite(params[option])):
             raise HostStateError("%s: %g: use a number of seconds, 0 or more" % (option, params[option]))
-    if params["ca_path"] and params["url"].lower().startswith("https://") and not os.path.isfile(params["ca_path"]):
+    if params["ca_path"] and https and not os.path.isfile(params["ca_path"]):
         raise HostStateError("ca_path: %s: no such file on the host" % params["ca_path"])
     if params["loaded_after"] is not None and params["endpoint"] != "varz":
         raise HostStateError("loaded_after: the config load time is read from varz, not %s" % params["endpoint"])
@@ -191,12 +191,12 @@ def check(params):
 def main():
     module = FleetModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
+    https = params["url"].lower().startswith("https://")
     try:
-        check(params)
+        check(params, https)
     except NatsEdgeError as exc:
         fail_from(module, exc)
     url = params["url"].rstrip("/") + "/" + params["endpoint"] + params["query"]
-    https = params["url"].lower().startswith("https://")
     result = wait_for_gate(judge(params), url, params["timeout"], interval=params["interval"] or 0.1,
                            ca_path=params["ca_path"] if https else None)
     if result["problems"]:

@@ -54,3 +54,33 @@ def test_a_command_error_names_the_command_and_reports_it():
     assert isinstance(error, NatsEdgeError) and error.timed_out
     assert str(error) == "/usr/bin/systemctl show x.service: did not finish within 2s and was killed"
     assert error.result == {"cmd": "/usr/bin/systemctl show x.service"}
+
+
+def test_a_status_page_answering_an_error_is_read_only_when_its_body_is_asked_for():
+    """json_url: /healthz answers 503 with its reason as JSON; nats_server_wait reads that body (error_body), every
+    other reader takes the error as no answer. A body that is not JSON is no answer either way."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b'{"status": "unavailable", "error": "JetStream is not current"}' if self.path == "/healthz" else b"down"
+            self.send_response(503)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = "http://127.0.0.1:%d" % server.server_port
+        assert hs.HostReader.json_url(base + "/healthz", 5, error_body=True) == (
+            {"status": "unavailable", "error": "JetStream is not current"}, "")
+        data, error = hs.HostReader.json_url(base + "/healthz", 5)
+        assert data is None and "503" in error
+        data, error = hs.HostReader.json_url(base + "/varz", 5, error_body=True)
+        assert data is None and "503" in error
+    finally:
+        server.shutdown()

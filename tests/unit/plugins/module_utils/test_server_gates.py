@@ -96,14 +96,15 @@ class Clock(object):
 
 
 def answers(monkeypatch, *replies):
-    """read_endpoint answers ``replies`` in turn (the last one again once they run out)."""
+    """The status page read (HostReader.json_url) answers ``replies`` in turn (the last one again once they run out)."""
     replies = list(replies)
     read = []
 
-    def fake(url, timeout, ca_path=None):
+    def fake(url, timeout, ca_path=None, error_body=False):
+        assert error_body  # a 503 with its reason is an answer
         read.append((url, timeout, ca_path))
         return replies.pop(0) if len(replies) > 1 else replies[0]
-    monkeypatch.setattr(gates, "read_endpoint", fake)
+    monkeypatch.setattr(gates.HostReader, "json_url", staticmethod(fake))
     return read
 
 
