@@ -22,8 +22,19 @@ description:
     A server that does not answer yet is tried again; only the last try's reason is reported.
 author:
   - nats_edge.fleet contributors (@nats_edge)
-extends_documentation_fragment:
-  - nats_edge.fleet.read_only
+attributes:
+  check_mode:
+    support: partial
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    details:
+      - In check mode the options are checked and the task is skipped without a read. What it waits for (a start,
+        a reload, a step of a rollout) follows a change that check mode does not make.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is no diff.
+  idempotent:
+    support: full
+    description: Never changes anything.
 options:
   url:
     description:
@@ -84,7 +95,7 @@ options:
     type: float
     default: 1
 notes:
-  - Nothing on the host changes; the module runs the same in check mode.
+  - Nothing on the host changes.
 seealso:
   - module: nats_edge.fleet.nats_server_state
 """
@@ -117,23 +128,23 @@ EXAMPLES = r"""
 RETURN = r"""
 json:
   description: What the endpoint answered last, V(null) when the server did not answer.
-  returned: always
+  returned: unless skipped in check mode
   type: dict
   sample: {"status": "ok"}
 problems:
   description: What kept the server from passing at the last try; empty when it passed.
-  returned: always
+  returned: unless skipped in check mode
   type: list
   elements: str
   sample: ["hub-1: not healthy (JetStream is not current with the meta leader)"]
 attempts:
   description: How many times the endpoint was read.
-  returned: always
+  returned: unless skipped in check mode
   type: int
   sample: 3
 waited:
   description: Seconds from the first try to the last.
-  returned: always
+  returned: unless skipped in check mode
   type: float
   sample: 2.013
 """
@@ -196,6 +207,9 @@ def main():
         check(params, https)
     except NatsEdgeError as exc:
         fail_from(module, exc)
+    if module.check_mode:
+        module.exit_json(changed=False, skipped=True,
+                         msg="check mode: nothing was changed that %s would wait for" % (params["name"] or params["url"]))
     url = params["url"].rstrip("/") + "/" + params["endpoint"] + params["query"]
     result = wait_for_gate(judge(params), url, params["timeout"], interval=params["interval"] or 0.1,
                            ca_path=params["ca_path"] if https else None)

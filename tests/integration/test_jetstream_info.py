@@ -202,15 +202,16 @@ def test_a_new_copy_is_lagging_until_it_holds_what_its_origin_holds(nats_binary,
             break
         assert time.monotonic() < deadline, "the open mirror did not catch up: %s" % result["report"]
         time.sleep(0.5)
-    # 2.9 reports a source it never heard from as inactive (active -1), newer servers as just set up
-    source = [(("blocked-src", None), "inactive", None, None, None, None),
-              (("blocked-src", "origin.none"), "inactive", None, None, None, None)] if version.startswith("2.9.") else [
-        (("blocked-src", None), "lagging", 5, 5, 5, None),
-        # the filter takes nothing the origin holds: nothing to wait for
-        (("blocked-src", "origin.none"), "ok", 0, 5, 5, None)]
-    assert [(k, r["status"], r["behind"], r["origin_last_seq"], r["origin_messages"], r["origin_error"])
-            for k, r in sorted(rows.items(), key=lambda item: (item[0][0], item[0][1] or ""))] == [
-        (("blocked", None), "lagging", 5, 5, 5, None)] + source + [
+    source = [(("blocked-src", None), "lagging", 5, 5, 5, None),
+              # the filter takes nothing the origin holds: nothing to wait for
+              (("blocked-src", "origin.none"), "ok", 0, 5, 5, None)]
+    seen = [(k, r["status"], r["behind"], r["origin_last_seq"], r["origin_messages"], r["origin_error"])
+            for k, r in sorted(rows.items(), key=lambda item: (item[0][0], item[0][1] or ""))]
+    if version.startswith("2.9."):
+        # 2.9 reports a source as never heard from (active -1, so inactive) for a while after it set the source
+        # up, longer on a loaded machine, then as newer servers do: either row is honest
+        source = [row if row in seen else (row[0], "inactive", None, None, None, None) for row in source]
+    assert seen == [(("blocked", None), "lagging", 5, 5, 5, None)] + source + [
         (("copy-of-empty", None), "ok", 0, 0, 0, None),
         (("open", None), "ok", 0, 5, 5, None),
     ], result["replication"]

@@ -39,7 +39,7 @@ def test_a_server_that_never_passes_fails_the_task_naming_it_and_why(nats_binary
                                          "timeout": 2, "interval": 0.5})
     assert result.get("failed") and not result["changed"], result
     assert result["msg"].startswith("edge-7 did not pass within 2s (") and "edge-7: not healthy (no answer)" in result["msg"]
-    assert "refused" in result["msg"].lower() and result["json"] is None and result["attempts"] >= 4, result
+    assert "refused" in result["msg"].lower() and result["json"] is None and result["attempts"] > 1, result
 
     port, http = free_port(), free_port()
     server = start_server(binary, 'listen: "127.0.0.1:%d"\nhttp: "127.0.0.1:%d"\n' % (port, http), "n1", http)
@@ -64,3 +64,15 @@ def test_the_wait_for_a_reload_passes_once_the_server_has_loaded_its_config_agai
     after = module("nats_server_wait", {"url": url, "endpoint": "varz", "loaded_after": sent, "timeout": 20,
                                         "interval": 0.25})
     assert not after.get("failed") and after["problems"] == [] and after["attempts"] > 1, after
+
+
+def test_check_mode_checks_the_options_and_skips_the_wait(module):
+    """What a wait follows (a start, a reload, a rollout step) check mode does not make: waiting for it would fail
+    a run that only predicts. The options are still checked."""
+    dead = "http://127.0.0.1:%d" % free_port()
+    result = module("nats_server_wait", {"url": dead, "endpoint": "varz", "loaded_after": time.time(), "name": "hub1",
+                                         "timeout": 30}, check_mode=True)
+    assert result.get("skipped") and not result.get("failed") and not result["changed"], result
+    assert "attempts" not in result and "hub1" in result["msg"], result
+    bad = module("nats_server_wait", {"url": dead, "endpoint": "healthz", "loaded_after": 1.0}, check_mode=True)
+    assert bad.get("failed") and "loaded_after" in bad["msg"], bad
