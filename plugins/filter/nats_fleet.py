@@ -36,8 +36,8 @@ def nats_fleet_check(fleet, where=""):
 
 
 @_filter
-def nats_fleet_check_hosts(hostvars, hosts, budgets=False):
-    return _fleet.check_hosts(hostvars, hosts, budgets)
+def nats_fleet_check_hosts(hostvars, hosts, budgets=False, fleet=None):
+    return _fleet.check_hosts(hostvars, hosts, budgets, fleet)
 
 
 @_filter

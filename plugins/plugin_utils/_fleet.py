@@ -284,26 +284,28 @@ HOST_DATA = (("streams", "nats_streams"), ("consumers", "nats_consumers"), ("kv_
              ("object_fetch", "nats_object_fetch"))
 
 
-def check_hosts(hostvars, hosts, budgets=False):
+def check_hosts(hostvars, hosts, budgets=False, fleet=None):
     """Each host's streams, consumers, buckets, stores and fetches checked as check() checks them, every distinct
     set of them once (sites share their groups' data): {host: items checked}; then the copies of every domain
     together (its first host's, whose data the streams stage converges), for a cycle across domains, and the outage
     budget of every site that declares one (_budget.budgets). Raises one error with the first problem of each
     distinct set, named with the domains that hold it, the first cycle, and every origin whose budget is short.
-    With ``budgets``: {hosts: {host: items checked}, budgets: [the budget of each origin]}."""
-    out, problems, rows = _checked_sites(hostvars, hosts)
+    With ``budgets``: {hosts: {host: items checked}, budgets: [the budget of each origin]}. ``fleet``: every server
+    of the inventory (``hosts`` when not given), whose domains the aggregates' regions match, so that a run limited
+    to some hosts plans what the whole fleet's does."""
+    out, problems, rows = _checked_sites(hostvars, hosts, list(dict.fromkeys(list(fleet or []) + list(hosts))))
     if problems:
         raise FleetError("\n".join(problems))
     return {"hosts": out, "budgets": rows} if budgets else out
 
 
-def _checked_sites(hostvars, hosts):
+def _checked_sites(hostvars, hosts, fleet):
     """({host: items checked}, [problem], [budget row]) of check_hosts."""
     from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _budget
     from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _aggregates
     done, domains, out, declared, leaders = {}, {}, {}, {}, {}
-    every_domain = list(dict.fromkeys(hostvars[host].get("nats_server_jetstream_domain") or "" for host in hosts))
-    copying = aggregating(hostvars, hosts)
+    every_domain = list(dict.fromkeys(hostvars[host].get("nats_server_jetstream_domain") or "" for host in fleet))
+    copying = aggregating(hostvars, fleet)
     for host in hosts:
         hv = hostvars[host]
         domain = hv.get("nats_server_jetstream_domain") or ""

@@ -1,7 +1,7 @@
 """A durable aggregate (nats_fleet_aggregates with durable) through the fleet's own stages, on a hub of three
 clustered servers (JetStream domain ``hub``) and a site (domain ``leaf``) joined to every one of them as a leaf node:
 the site's streams stage makes the consumer the R3 regional stream reads the site through, a second run changes
-nothing, and while the site publishes with acks the regional stream's leader moves three times. The hub then holds
+nothing (nor does one limited to the hub or to the site), and while the site publishes with acks the regional stream's leader moves three times. The hub then holds
 every acknowledged message once, the site still has the one consumer it made (the new leaders reset it rather than
 making another), and its ack floor is what the hub holds. An aggregate without durable, under the same load and
 leader changes, is the reference: it too holds every message once."""
@@ -99,6 +99,12 @@ def test_a_durable_region_keeps_its_site_consumer_through_leader_changes(hub_clu
 
     proc, recap = run_stages(inventory)
     assert proc.returncode == 0 and sum(host["changed"] for host in recap.values()) == 0, proc.stdout[-4000:]
+    # a run limited to the hub, or to the site, plans the same: the regions match their sites among the inventory's
+    # domains, not the run's (the hub alone would find no site for its regions)
+    for limit, hosts in (("hub", {"hub-1", "hub-2", "hub-3"}), ("leaf-1", {"leaf-1"})):
+        proc, recap = run_stages(inventory, "--limit", limit)
+        assert proc.returncode == 0 and set(recap) == hosts, (limit, proc.stdout[-4000:])
+        assert sum(host["changed"] for host in recap.values()) == 0, (limit, proc.stdout[-4000:])
 
     wait_for(lambda: _leader(env, "tele-north"), 30)
     acked = {"tele.leaf.temp": 0, "logs.leaf.line": 0}

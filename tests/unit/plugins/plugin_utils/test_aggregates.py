@@ -122,3 +122,25 @@ def test_the_preflight_checks_the_consumers_a_durable_aggregate_makes_at_the_sit
     hostvars["s1-1"]["nats_consumers"] = [{"stream": "tel-s1", "name": "tel-a-hub", "durable_name": "tel-a-hub"}]
     with pytest.raises(_fleet.FleetError, match=r"s1: .*tel-a-hub"):
         _fleet.check_hosts(hostvars, sorted(hostvars))
+
+
+def test_a_run_limited_to_some_hosts_plans_the_regions_of_the_whole_fleet():
+    """--limit leaves hosts out of the play, not out of the fleet: a region sourcing two sites keeps both when the
+    run holds one of them (a source dropped and added back is copied again from its start), and a site alone in the
+    run still makes the consumer its durable region reads it through."""
+    aggregate = {"name": "tel", "origin": "tel-{site}", "regions": {"a": ["s*"]}, "durable": True}
+    hostvars = {"h1": dict(site("hub"), nats_fleet_aggregates=[aggregate]), "s1-1": site("s1"), "s2-1": site("s2")}
+    fleet = sorted(hostvars)
+    whole = _fleet.check_hosts(hostvars, fleet)
+    limited = _fleet.check_hosts(hostvars, ["h1", "s1-1"], fleet=fleet)
+    assert limited == dict((host, whole[host]) for host in ("h1", "s1-1")), (limited, whole)
+    # the streams stage plans the region from the domains of the inventory (the fleet), not of the run
+    for hosts, sites in ((fleet, ["s1", "s2"]), (["h1", "s1-1"], ["s1"])):
+        streams, _labels = _fleet.host_streams(hostvars["h1"], list(_fleet.domains(hostvars, hosts)))
+        assert [source["domain"] for source in streams[-1]["sources"]] == sites
+    # without the fleet, a run of the hub alone is refused
+    with pytest.raises(_fleet.FleetError, match=r"regions.a: 's\*' matches no JetStream domain"):
+        _fleet.check_hosts(hostvars, ["h1"])
+    assert _fleet.check_hosts(hostvars, ["h1"], fleet=fleet) == {"h1": whole["h1"]}
+    # the site alone: its consumer for the hub's durable region is planned and checked
+    assert _fleet.check_hosts(hostvars, ["s2-1"], fleet=fleet) == {"s2-1": whole["s2-1"]} == {"s2-1": 4}
