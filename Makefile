@@ -167,15 +167,16 @@ unit: venv
 	pytest -q tests/unit
 
 .PHONY: integration integration-oldest
-# PYTEST_SELECT: make test's lanes leave out the tests marked alone (they run after the lanes)
+# PYTEST_SELECT: make test's lanes leave out the tests marked alone (they run after the lanes); the 15 slowest
+# tests are listed at the end
 integration: venv $(DEBIAN_NATS) prometheus-tools chromium
-	pytest -q $(PYTEST_SELECT) tests/integration
+	pytest -q --durations=15 $(PYTEST_SELECT) tests/integration
 
 # The Spark package does not use ansible-core: its tests run once, in .venv, and are skipped here
 # with that reason.
 
 integration-oldest: venv-oldest $(DEBIAN_NATS) prometheus-tools chromium
-	PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q $(PYTEST_SELECT) tests/integration
+	PATH=$(VENV_OLDEST)/bin:$$PATH pytest -q --durations=15 $(PYTEST_SELECT) tests/integration
 
 .PHONY: molecule molecule-fleet molecule-spark molecule-rollout
 # spark-ci: the data pipeline on three lab hosts, the Spark cluster on one of them
