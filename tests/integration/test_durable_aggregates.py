@@ -1,10 +1,11 @@
 """A durable aggregate (nats_fleet_aggregates with durable) through the fleet's own stages, on a hub of three
 clustered servers (JetStream domain ``hub``) and a site (domain ``leaf``) joined to every one of them as a leaf node:
 the site's streams stage makes the consumer the R3 regional stream reads the site through, a second run changes
-nothing (nor does one limited to the hub or to the site), and while the site publishes with acks the regional stream's leader moves three times. The hub then holds
-every acknowledged message once, the site still has the one consumer it made (the new leaders reset it rather than
-making another), and its ack floor is what the hub holds. An aggregate without durable, under the same load and
-leader changes, is the reference: it too holds every message once."""
+nothing (nor does one limited to the hub or to the site), and while the site publishes with acks the regional
+stream's leader moves three times. The hub then holds every acknowledged message once, the site still has the one
+consumer it made (the new leaders reset it rather than making another), and its ack floor is what the hub holds. An
+aggregate without durable, under the same load and leader changes, is the reference: it too holds every message
+once."""
 
 import threading
 import time
