@@ -245,15 +245,24 @@ def grown_tasks(smaller, larger, top=15):
     return sorted(rows, key=lambda row: row[1] - row[2])[:top]
 
 
-def grown_runs(smaller, larger, step, top=12):
-    """[(task, module runs per site in ``smaller``, in ``larger``)]: the tasks of one step whose runs per site
-    (each host's run and each retry) grew most, the largest growth first."""
+def grown(smaller, larger, step, value, top=12):
+    """[(task, value per site in ``smaller``, in ``larger``)]: the tasks of one step whose ``value`` (of bench_runs'
+    entry for the task) per site grew most, the largest growth first."""
     def per_site(row):
-        return dict((name, (task["ran"] + task["retries"]) / row["sites"])
-                    for name, task in row["runs " + step]["tasks"].items())
+        return dict((name, value(task) / row["sites"]) for name, task in row["runs " + step]["tasks"].items())
     small, large = per_site(smaller), per_site(larger)
     rows = [(name, small.get(name, 0.0), large.get(name, 0.0)) for name in set(small) | set(large)]
     return sorted(rows, key=lambda row: row[1] - row[2])[:top]
+
+
+def module_runs_of(task):
+    """A task's module runs: each host's run and each retry."""
+    return task["ran"] + task["retries"]
+
+
+def controller_cpu_of(task):
+    """A task's controller CPU: ansible-playbook's own and its workers' (and their ssh clients')."""
+    return task.get("cpu_main", 0.0) + task.get("cpu_workers", 0.0)
 
 
 def timed(row, name, argv, env, sites=None, tasks_dir=None):
@@ -404,8 +413,12 @@ def main():
             if "runs " + step in smaller and "runs " + step in larger:
                 print("\n%s, the tasks whose module runs per site (runs + retries) grew most from %d to %d sites:"
                       % (step, smaller["sites"], larger["sites"]))
-                for name, small, large in grown_runs(smaller, larger, step):
+                for name, small, large in grown(smaller, larger, step, module_runs_of):
                     print("  %7.2f -> %7.2f  %s" % (small, large, name[:110]))
+                print("\n%s, the tasks whose controller CPU per site grew most from %d to %d sites (CPU-s per site):"
+                      % (step, smaller["sites"], larger["sites"]))
+                for name, small, large in grown(smaller, larger, step, controller_cpu_of):
+                    print("  %7.3f -> %7.3f  %s" % (small, large, name[:110]))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(rows, handle, indent=2)

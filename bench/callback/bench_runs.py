@@ -1,8 +1,10 @@
 # Copyright: contributors to nats_edge.fleet
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Counts what a playbook run made each host do, for bench_fleet.py: per task, the hosts it ran on, the hosts
-that skipped it and the retries of its ``until`` loops (each one more module run); and the controller's
-largest resident memory. Written as JSON to $BENCH_RUNS_FILE when the run ends. Not part of the collection."""
+that skipped it and the retries of its ``until`` loops (each one more module run), and the controller's CPU from
+its start to the next task's start (``cpu_main``: ansible-playbook's own; ``cpu_workers``: the workers it reaped
+meanwhile, with their ssh clients); and the controller's largest resident memory. Written as JSON to
+$BENCH_RUNS_FILE when the run ends. Not part of the collection."""
 
 from __future__ import annotations
 
@@ -28,11 +30,37 @@ class CallbackModule(CallbackBase):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.tasks = {}
+        self.tasks, self.current, self.mark = {}, None, None
+
+    def _entry(self, name):
+        return self.tasks.setdefault(name or "?", {"ran": 0, "skipped": 0, "retries": 0, "items": 0,
+                                                   "cpu_main": 0.0, "cpu_workers": 0.0})
 
     def _count(self, result, key):
-        entry = self.tasks.setdefault(result.task_name or "?", {"ran": 0, "skipped": 0, "retries": 0, "items": 0})
-        entry[key] += 1
+        self._entry(result.task_name)[key] += 1
+
+    @staticmethod
+    def _cpu():
+        own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime, reaped.ru_utime + reaped.ru_stime
+
+    def _close(self, name=None):
+        """The CPU since the current task started goes to it; ``name`` starts the next one."""
+        now = self._cpu()
+        if self.current is not None:
+            entry = self._entry(self.current)
+            entry["cpu_main"] += now[0] - self.mark[0]
+            entry["cpu_workers"] += now[1] - self.mark[1]
+        self.current, self.mark = name, now
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self._close(task.get_name())
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self._close(task.get_name())
+
+    def v2_playbook_on_play_start(self, play):
+        self._close()
 
     def v2_runner_on_ok(self, result):
         self._count(result, "ran")
@@ -56,6 +84,7 @@ class CallbackModule(CallbackBase):
         self._count(result, "retries")
 
     def v2_playbook_on_stats(self, stats):
+        self._close()
         path = os.environ.get("BENCH_RUNS_FILE")
         if path:
             with open(path, "w", encoding="utf-8") as handle:
