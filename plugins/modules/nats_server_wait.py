@@ -22,19 +22,16 @@ description:
     A server that does not answer yet is tried again; only the last try's reason is reported.
 author:
   - nats_edge.fleet contributors (@nats_edge)
+extends_documentation_fragment:
+  - nats_edge.fleet.read_only
 attributes:
+  # the read-only modules' attributes, but for check mode
   check_mode:
     support: partial
     description: Can run in check_mode and return changed status prediction without modifying target.
     details:
       - In check mode the options are checked and the task is skipped without a read. What it waits for (a start,
         a reload, a step of a rollout) follows a change that check mode does not make.
-  diff_mode:
-    support: none
-    description: Nothing changes, so there is no diff.
-  idempotent:
-    support: full
-    description: Never changes anything.
 options:
   url:
     description:
