@@ -216,6 +216,15 @@ def check_subject(value, wildcards=True):
     return value
 
 
+_DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
+
+
+def api_domain(api):
+    """The JetStream domain of the API prefix ``$JS.<domain>.API``; None for any other prefix, or none."""
+    match = _DOMAIN_API.match(api or "")
+    return match.group(1) if match else None
+
+
 def subjects_collide(first, second):
     """Whether some subject matches both (server/sublist.go, SubjectsCollide)."""
     return tokens_collide(first.split("."), second.split("."))

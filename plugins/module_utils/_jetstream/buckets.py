@@ -20,7 +20,7 @@ import json
 import re
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
-from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns, size_bytes
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import api_domain, duration_ns, size_bytes
 
 BUCKET_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 KEY_RE = re.compile(r"^[-/_=.a-zA-Z0-9]+$")
@@ -148,8 +148,7 @@ def _ttl(bucket, value, what):
 
 
 def _api_domain(api):
-    match = re.match(r"^\$JS\.([^.]+)\.API$", (api or "").rstrip("."))
-    return match.group(1) if match else None
+    return api_domain((api or "").rstrip("."))
 
 
 def _check_not_itself(bucket, field, given, domain):

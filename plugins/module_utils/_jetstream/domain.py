@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import functools
 import os
-import re
 import time
 from collections import namedtuple
 
@@ -30,7 +29,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consume
     ARGUMENT_SPEC as CONSUMER_OPTIONS, ConsumerManager, checked_consumer, consumer_label)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import STATUS_OK
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_reader import INACTIVE_AFTER, InfoFailure, Report
-from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns, subjects_collide
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import api_domain, duration_ns, subjects_collide
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.bucket_content import (
     OBJECT_STORE_OPTIONS, Entries, checked_objects, converge_objects)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import AccountStreams
@@ -51,7 +50,6 @@ ITEM_SPECS = dict(
 # newer than every release the consumer model knows: a consumer planned for it is refused only for what no
 # release of nats-server takes
 ANY_RELEASE = (999, 0)
-_DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
 
 
 class DomainError(NatsEdgeError):
@@ -182,10 +180,9 @@ def copy_origins(config):
             continue
         origin_domain = None
         if external.get("api"):
-            match = _DOMAIN_API.match(external["api"])
-            if not match:
+            origin_domain = api_domain(external["api"])
+            if not origin_domain:
                 continue
-            origin_domain = match.group(1)
         yield field, origin_domain, source["name"]
 
 

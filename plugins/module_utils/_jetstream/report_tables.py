@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.nats_edge.fleet.plugins.module_utils._units import format_duration
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import api_domain, format_duration
 
-_DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
 _DOMAIN_NAME = re.compile(r"^[^$.]+$")
 LOCAL = "(local)"
 
@@ -33,8 +32,7 @@ def source_domain(external, own_domain):
     api = ((external or {}).get("api") or "").rstrip(".")
     if not api:
         return own_domain
-    match = _DOMAIN_API.match(api)
-    return match.group(1) if match else api
+    return api_domain(api) or api
 
 
 def stream_row(info, domain):

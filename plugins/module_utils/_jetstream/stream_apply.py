@@ -10,17 +10,16 @@ collection; jetstream_stream and the modules whose resources are streams
 from __future__ import annotations
 
 import contextlib
-import re
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import placement as js_placement
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, JetStreamError, NatsClient, NatsClientError, connection_params)
+from ansible_collections.nats_edge.fleet.plugins.module_utils._units import api_domain
 
 _ORDER = ("delete", "update", "promote", "recreate", "create")
 _ENVELOPE = ("type", "total", "offset", "limit", "did_create")
-_DOMAIN_API = re.compile(r"^\$JS\.([^.]+)\.API$")
 _AUTH = ("creds", "nkey_seed", "user", "password", "token")
 # when the servers that answered cannot hold a placement: seconds to wait for a further reply, and how
 # many times to ask again (the servers heard in any round count, each once)
@@ -127,8 +126,7 @@ class StreamManager(object):
             return servers, params.get("unique_tag") or "", "servers as placement_servers lists them"
         domain = params.get("domain")
         if not domain and params.get("api_prefix"):
-            match = _DOMAIN_API.match(params["api_prefix"].rstrip("."))
-            domain = match.group(1) if match else None  # an imported API: every server counts
+            domain = api_domain(params["api_prefix"].rstrip("."))  # None for an imported API: every server counts
         elif not domain:
             domain = client.connected_domain()
         system = bool(params.get("system_creds"))

@@ -276,6 +276,14 @@ def test_subject_collisions(first, second, collide):
     assert units.subjects_collide(second, first) is collide  # pylint: disable=arguments-out-of-order
 
 
+@pytest.mark.parametrize("api, domain", [
+    ("$JS.spoke-1.API", "spoke-1"), ("$JS.API", None), ("$JS.a.b.API", None), ("$JS.x.API.", None),
+    ("JS.A.API", None), ("", None), (None, None),
+])
+def test_the_domain_of_an_api_prefix(api, domain):
+    assert units.api_domain(api) == domain
+
+
 def test_stream_options_next_to_streams_are_refused():
     with pytest.raises(js.StreamError, match="inside each item.*subjects"):
         js.desired_items(top(subjects=["x"], streams=[item("A")]))
