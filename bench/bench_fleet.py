@@ -285,9 +285,11 @@ def timed(row, name, argv, env, sites=None, tasks_dir=None):
     row["busy " + name] = row["cpu machine " + name] / (row[name] * CORES)
     sites = sites or row["sites"]
     runs = row["runs " + name]
-    print("  %d sites: %s %.1f s (%.2f s per site), load %.1f/%.1f; CPU per site: controller %.2f s, machine %.2f s; "
-          "%.0f%% of %d cores busy; per site: %.1f task runs, %.1f retries, %.1f skips; controller peak RSS %.0f MB" % (
+    print("  %d sites: %s %.1f s (%.2f s per site), load %.1f/%.1f; CPU per site: controller %.2f s (ansible-playbook's "
+          "own %.2f, its workers' %.2f), machine %.2f s; %.0f%% of %d cores busy; per site: %.1f task runs, %.1f retries, "
+          "%.1f skips; controller peak RSS %.0f MB" % (
               sites, name, row[name], row[name] / sites, *row["load " + name], row["cpu controller " + name] / sites,
+              runs["cpu_main"] / sites, runs["cpu_workers"] / sites,
               row["cpu machine " + name] / sites, 100 * row["busy " + name], CORES, runs["ran"] / sites,
               runs["retries"] / sites, runs["skipped"] / sites, runs["maxrss_mb"]), file=sys.stderr, flush=True)
     if tasks_dir:
@@ -305,7 +307,8 @@ def module_runs(path):
         os.unlink(path)
     except (OSError, ValueError):
         found = {"tasks": {}, "maxrss_mb": 0.0}
-    totals = dict((key, sum(task[key] for task in found["tasks"].values())) for key in ("ran", "skipped", "retries", "items"))
+    totals = dict((key, sum(task.get(key, 0) for task in found["tasks"].values()))
+                  for key in ("ran", "skipped", "retries", "items", "cpu_main", "cpu_workers"))
     return dict(totals, maxrss_mb=found["maxrss_mb"], tasks=found["tasks"])
 
 

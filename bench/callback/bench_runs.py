@@ -37,7 +37,9 @@ class CallbackModule(CallbackBase):
                                                    "cpu_main": 0.0, "cpu_workers": 0.0})
 
     def _count(self, result, key):
-        self._entry(result.task_name)[key] += 1
+        # named as v2_playbook_on_task_start names the task (with its role), so the counts and the CPU share an entry
+        task = getattr(result, "task", None) or result._task
+        self._entry(task.get_name())[key] += 1
 
     @staticmethod
     def _cpu():
