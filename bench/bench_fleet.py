@@ -29,7 +29,7 @@ sites are converged beside them, from an inventory without them. Every run conve
 the end, lists the tasks of the converge whose time per site grew most from the smallest N to the largest:
 where the time per site goes as the fleet grows.
 
-    .venv/bin/python bench/bench_fleet.py --sites 10 30 100 --forks 50
+    .venv/bin/python bench/bench_fleet.py --sites 10 30 100 --forks 110
     .venv/bin/python bench/bench_fleet.py --sites 10 --idle 0 90 --skip-noop --skip-rollout
     .venv/bin/python bench/bench_fleet.py --sites 10 100 --skip-noop --skip-rollout --tasks /tmp/fleet-tasks
 """
