@@ -116,10 +116,14 @@ options:
       - For O(share_stream.kind=source) and V(mirror) the owner exports, and the other account imports
         under O(share_stream.api_prefix) - the consumer-create API (C(CONSUMER.CREATE.<stream>), used
         without a filter subject, and C(CONSUMER.CREATE.<stream>.>), used with one), the flow control subjects
-        C($JS.FC.<stream>.>) (without them a catch-up stalls after the first window) and the delivery subject
-        C(<deliver_prefix>.>).
-      - For V(consumer) - C(CONSUMER.MSG.NEXT.<stream>.<durable>) and the acks C($JS.ACK.<stream>.<durable>.>)
-        of a durable pull consumer the owner creates.
+        C($JS.FC.<stream>.*.*) and C($JS.FC.*.<account hash>.<stream>.*.*) (without them a catch-up stalls after
+        the first window) and the delivery subject C(<deliver_prefix>.>).
+      - For V(consumer) - C(CONSUMER.MSG.NEXT.<stream>.<durable>) and the acks C($JS.ACK.<stream>.<durable>.>) and
+        C($JS.ACK.*.<account hash>.<stream>.<durable>.>) of a durable pull consumer the owner creates.
+      - The subjects with the owner's account hash (8 characters the server derives from the account's public key)
+        are the v2 ack and flow control subjects of nats-server 2.14 and later, which carry the JetStream domain and
+        the account hash (feature flag C(js_ack_fc_v2)); a server before 2.14 takes them in the account JWT and
+        uses the v1 ones.
       - One account cannot read two streams of the same name from different accounts - their flow control
         subjects would overlap; the module refuses such a share.
       - Several shares of one stream (to several accounts) add importers to the same exports; V(absent)

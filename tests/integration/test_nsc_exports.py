@@ -11,6 +11,7 @@ import nats
 import pytest
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClient
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.export_claims import account_hash
 
 from conftest import free_port, operator_mode_conf
 from test_nsc_modules import tree_hash
@@ -44,11 +45,13 @@ def operator_server(nats_binary, start_server, module, tmp_path):
         server.wait(lambda: server.get("healthz")["status"] == "ok")
         url = "nats://127.0.0.1:%d" % port
         push = dict(push=True, servers=[url], timeout=2.0, expected_servers=1)
+        ids = {}
         for name in names:
             pushed = module("nsc_account", dict(base, name=name, signing_key=True, jetstream=JS_LIMITS, **push))
             assert pushed["unconfirmed"] == [] and not pushed.get("failed"), pushed
+            ids[name] = pushed["account_id"]
         return dict(base=base, url=url, creds=creds, push=push, version=version, sys_creds=operator["sys_creds"],
-                    roots=(base["store_dir"], base["keys_dir"]))
+                    roots=(base["store_dir"], base["keys_dir"]), ids=ids)
     return make
 
 
@@ -240,13 +243,15 @@ def test_the_seeds_cross_account_mirror_copies_real_messages(operator_server, mo
     shared = module("nsc_export", share)
     assert shared["changed"] and shared["unconfirmed"] == [], shared
     assert shared["external"] == {"api": "JS.test@hub.API", "deliver": "deliver.importer.crossacc"}
-    assert sorted(e["subject"] for e in shared["exports"]) == [
-        "$JS.FC.crossacc.>", "$JS.hub.API.CONSUMER.CREATE.crossacc", "$JS.hub.API.CONSUMER.CREATE.crossacc.>",
-        "deliver.importer.crossacc.>"]
+    v2 = "$JS.FC.*.%s.crossacc.*.*" % account_hash(env["ids"]["test"])
+    assert sorted(e["subject"] for e in shared["exports"]) == sorted([
+        "$JS.FC.crossacc.*.*", v2, "$JS.hub.API.CONSUMER.CREATE.crossacc", "$JS.hub.API.CONSUMER.CREATE.crossacc.>",
+        "deliver.importer.crossacc.>"])
 
-    # without the flow-control export the catch-up stalls: the reason the share includes it
+    # without the flow-control export the catch-up stalls: the reason the share includes it (a server before 2.14,
+    # or one without js_ack_fc_v2, answers on the v1 subject; test_ack_v2 shows the v2 one)
     without_fc = module("nsc_export", dict(env["base"], account="test", name="crossacc-fc", type="service",
-                                           subject="$JS.FC.crossacc.>", state="absent", **env["push"]))
+                                           subject="$JS.FC.crossacc.*.*", state="absent", **env["push"]))
     assert without_fc["changed"] and without_fc["unconfirmed"] == [], without_fc
     make_stream(env, "IMPORTER", {"name": "stalled", "storage": "file",
                                   "mirror": {"name": "crossacc", "external": shared["external"]}})
@@ -278,8 +283,9 @@ def test_a_shared_durable_pull_consumer_is_read_from_the_importing_account(opera
         kind="consumer", durable="work"), **env["push"]))
     assert shared["changed"] and shared["unconfirmed"] == [], shared
     assert shared["external"]["next"] == "JS.test@hub.API.CONSUMER.MSG.NEXT.jobs.work"
-    assert sorted(e["subject"] for e in shared["exports"]) == [
-        "$JS.ACK.jobs.work.>", "$JS.hub.API.CONSUMER.MSG.NEXT.jobs.work"]
+    assert sorted(e["subject"] for e in shared["exports"]) == sorted([
+        "$JS.ACK.jobs.work.>", "$JS.ACK.*.%s.jobs.work.>" % account_hash(env["ids"]["test"]),
+        "$JS.hub.API.CONSUMER.MSG.NEXT.jobs.work"])
 
     async def pull_and_ack():
         nc = await nats.connect(env["url"], user_credentials=env["creds"]["IMPORTER"], allow_reconnect=False)
@@ -325,7 +331,7 @@ def test_exchange_account_keeps_leaf_accounts_apart_while_the_hub_sources_them(o
         sources.append({"name": "events_%s" % leaf, "filter_subject": "events.%s" % leaf.lower(),
                         "external": shared["external"]})
     assert sources[0]["external"] != sources[1]["external"]
-    # two origins of one name would share $JS.FC.<stream>.> in the exchange account
+    # two origins of one name would share $JS.FC.<stream>.*.* in the exchange account
     before = tree_hash(*env["roots"])
     make_stream(env, "LEAF2", {"name": "events_LEAFACC", "subjects": ["other.>"], "storage": "file"})
     clash = module("nsc_export", dict(env["base"], share_stream=dict(

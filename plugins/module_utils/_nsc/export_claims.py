@@ -12,6 +12,7 @@ same way; signing activation tokens is a callback.
 from __future__ import annotations
 
 import copy
+import hashlib
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
@@ -19,6 +20,15 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import check_subject, subject_within, subjects_collide
 
 RESPONSE_TYPES = ("Singleton", "Stream", "Chunked")
+
+_HASH_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def account_hash(public):
+    """The 8-character hash of an account (its public key in operator mode) that nats-server 2.14 and later put in
+    the v2 ack and flow-control subjects: the first 8 bytes of the name's SHA-256, each as one of 62 digits."""
+    digest = hashlib.sha256(public.encode()).digest()
+    return "".join(_HASH_DIGITS[byte % len(_HASH_DIGITS)] for byte in digest[:8])
 
 
 class Edge(object):
@@ -151,11 +161,12 @@ def share_edges(share, publics):
         # CONSUMER.CREATE.<stream>.<consumer>.<filter> with one
         service("CONSUMER.CREATE.%s" % stream, "%s-create" % stream)
         service("CONSUMER.CREATE.%s.>" % stream, "%s-create-ext" % stream)
-        # the sourcing side answers flow control on $JS.FC.<stream>.<consumer>.<id>; without
-        # this import a catch-up stalls after the first window (about 2 MB on both versions)
-        fc = export_claim("%s-fc" % stream, "$JS.FC.%s.>" % stream, "service", where=where)
-        edges.append(Edge(source, fc, [(target, import_claim(fc, publics[target], name="%s-fc" % stream,
-                                                             where=where))], exclusive=False))
+        # the sourcing side answers flow control on $JS.FC.<stream>.<consumer>.<id> (v1), and from 2.14 on
+        # $JS.FC.<domain>.<account hash>.<stream>.<consumer>.<id> (v2, feature flag js_ack_fc_v2); without these
+        # imports a catch-up stalls after the first window (about 2 MB). The v1 form is exact (five tokens) so that
+        # the two exports do not overlap; a server before 2.14 never uses the v2 one.
+        service(None, "%s-fc" % stream, subject="$JS.FC.%s.*.*" % stream)
+        service(None, "%s-fc-v2" % stream, subject="$JS.FC.*.%s.%s.*.*" % (account_hash(publics[source]), stream))
         delivery = export_claim("%s-deliver" % tag, "%s.>" % deliver, "stream", where=where)
         edges.append(Edge(source, delivery, [(target, import_claim(delivery, publics[target],
                                                                    name="%s-deliver" % tag, where=where))],
@@ -166,8 +177,11 @@ def share_edges(share, publics):
         if not durable or any(c in durable for c in " .*>\t"):
             raise StoreError("%s: kind consumer needs a durable (a consumer name)" % where)
         service("CONSUMER.MSG.NEXT.%s.%s" % (stream, durable), "%s-%s-next" % (stream, durable), "Stream")
-        # acks go to the reply subjects of the messages, which are not renamed
+        # acks go to the reply subjects of the messages, which are not renamed: $JS.ACK.<stream>.<consumer>.<...>
+        # (v1), and from 2.14 on $JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<...> (v2)
         service(None, "%s-%s-ack" % (stream, durable), subject="$JS.ACK.%s.%s.>" % (stream, durable))
+        service(None, "%s-%s-ack-v2" % (stream, durable),
+                subject="$JS.ACK.*.%s.%s.%s.>" % (account_hash(publics[source]), stream, durable))
         external = {"api": local_api, "next": "%s.CONSUMER.MSG.NEXT.%s.%s" % (local_api, stream, durable)}
     else:
         raise StoreError("%s: kind must be source, mirror or consumer" % where)

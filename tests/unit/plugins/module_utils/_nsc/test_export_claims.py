@@ -133,10 +133,11 @@ def test_share_for_a_mirror_has_api_flow_control_and_delivery():
     assert pairs == [
         ("service", "$JS.hub.API.CONSUMER.CREATE.crossacc", "JS.A@hub.API.CONSUMER.CREATE.crossacc"),
         ("service", "$JS.hub.API.CONSUMER.CREATE.crossacc.>", "JS.A@hub.API.CONSUMER.CREATE.crossacc.>"),
-        ("service", "$JS.FC.crossacc.>", None),
+        ("service", "$JS.FC.crossacc.*.*", None),
+        ("service", "$JS.FC.*.%s.crossacc.*.*" % graph.account_hash(KEYS["A"]), None),
         ("stream", "deliver.A.hub.B.edge.crossacc.>", None)]
     after = graph.apply(accounts(), edges, "present", no_tokens)
-    assert len(after["A"]["nats"]["exports"]) == 4 and len(after["B"]["nats"]["imports"]) == 4
+    assert len(after["A"]["nats"]["exports"]) == 5 and len(after["B"]["nats"]["imports"]) == 5
 
 
 def test_shares_to_two_accounts_share_exports_and_absent_removes_only_one():
@@ -145,10 +146,10 @@ def test_shares_to_two_accounts_share_exports_and_absent_removes_only_one():
     to_b, _external = graph.share_edges(share, publics)
     to_c, _external = graph.share_edges(dict(share, to_account="C"), publics)
     both = graph.apply(graph.apply(accounts(), to_b, "present", no_tokens), to_c, "present", no_tokens)
-    assert len(both["A"]["nats"]["exports"]) == 5  # the API and flow control once, a delivery each
+    assert len(both["A"]["nats"]["exports"]) == 6  # the API and flow control (v1, v2) once, a delivery each
     without_b = graph.apply(both, to_b, "absent", no_tokens)
-    assert "imports" not in without_b["B"]["nats"] and len(without_b["C"]["nats"]["imports"]) == 4
-    assert len(without_b["A"]["nats"]["exports"]) == 4
+    assert "imports" not in without_b["B"]["nats"] and len(without_b["C"]["nats"]["imports"]) == 5
+    assert len(without_b["A"]["nats"]["exports"]) == 5
     none = graph.apply(without_b, to_c, "absent", no_tokens)
     assert "exports" not in none["A"]["nats"]
 
@@ -160,11 +161,19 @@ def test_share_of_a_durable_pull_consumer():
     assert external == {"api": "JS.a.API", "next": "JS.a.API.CONSUMER.MSG.NEXT.S.work"}
     assert [(e.export["subject"], e.export.get("response_type"), e.imports[0][1].get("local_subject"))
             for e in edges] == [("$JS.API.CONSUMER.MSG.NEXT.S.work", "Stream", "JS.a.API.CONSUMER.MSG.NEXT.S.work"),
-                                ("$JS.ACK.S.work.>", None, None)]
+                                ("$JS.ACK.S.work.>", None, None),
+                                ("$JS.ACK.*.%s.S.work.>" % graph.account_hash(KEYS["A"]), None, None)]
     with pytest.raises(StoreError, match="needs a durable"):
         graph.share_edges({"stream": "S", "from_account": "A", "to_account": "B", "kind": "consumer"}, publics)
     with pytest.raises(StoreError, match="share_stream.to_account: account 'X' is not in the store"):
         graph.share_edges({"stream": "S", "from_account": "A", "to_account": "X"}, publics)
+
+
+def test_account_hash_is_the_servers():
+    # nats-server's getHash: SHA-256 of the name, its first 8 bytes as base-62 digits
+    assert graph.account_hash("$G") == graph.account_hash("$G") and len(graph.account_hash("$G")) == 8
+    assert graph.account_hash("ACC") != graph.account_hash("ACD")
+    assert set(graph.account_hash(KEYS["A"])) <= set(graph._HASH_DIGITS)
 
 
 def test_an_importer_removed_from_a_private_export_has_its_activation_revoked():
