@@ -176,10 +176,26 @@ UNLIMITED_ACCOUNT = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "expo
                      "wildcards": True, "conn": -1, "leaf": -1}
 
 
+def signing_key_id(value):
+    """The public key of an entry of ``signing_keys``: a key, or a scoped key (an object with ``key``)."""
+    return value.get("key") if isinstance(value, dict) else value
+
+
+def plain_signing_keys(claims):
+    """The unscoped signing keys of operator or account claims (a scoped key only issues users, with its template)."""
+    return [key for key in ((claims or {}).get("nats") or {}).get("signing_keys") or [] if isinstance(key, str)]
+
+
+def scoped_signing_keys(claims):
+    """The scoped signing keys of account claims: objects with kind, key, role, template and description."""
+    return [key for key in ((claims or {}).get("nats") or {}).get("signing_keys") or [] if isinstance(key, dict)]
+
+
 def account_claims(name, subject, jetstream=None, limits=None, signing_keys=(), exports=(), imports=(),
-                   default_permissions=None, description=None):
-    """``jetstream``: {disk_storage, mem_storage, streams, consumer, ...} (-1 unlimited);
-    None leaves JetStream disabled for the account."""
+                   default_permissions=None, description=None, mappings=None):
+    """``jetstream``: {disk_storage, mem_storage, streams, consumer, ...} (-1 unlimited), or {tiered_limits: {R1:
+    {...}}}; None leaves JetStream disabled for the account. ``signing_keys``: keys and scoped keys (objects);
+    ``mappings``: {subject: [{subject, weight, cluster}]}."""
     account_limits = dict(UNLIMITED_ACCOUNT)
     account_limits.update(limits or {})
     if jetstream:
@@ -187,7 +203,9 @@ def account_claims(name, subject, jetstream=None, limits=None, signing_keys=(), 
     nats = {"limits": account_limits, "type": "account", "version": 2,
             "default_permissions": default_permissions or {"pub": {}, "sub": {}}}
     if signing_keys:
-        nats["signing_keys"] = sorted(signing_keys)
+        nats["signing_keys"] = sorted(signing_keys, key=signing_key_id)
+    if mappings:
+        nats["mappings"] = mappings
     if exports:
         nats["exports"] = list(exports)
     if imports:
@@ -198,8 +216,11 @@ def account_claims(name, subject, jetstream=None, limits=None, signing_keys=(), 
 
 
 def user_claims(name, subject, issuer_account=None, permissions=None, bearer_token=False,
-                limits=None, expires=None):
-    nats = {"pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1, "type": "user", "version": 2}
+                limits=None, expires=None, scoped=False):
+    """A user's claims; ``limits`` may hold src and allowed_connection_types. A ``scoped`` user (issued with a
+    scoped signing key) has no permissions or limits of its own: the key's template gives them."""
+    nats = {"type": "user", "version": 2} if scoped else {
+        "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1, "type": "user", "version": 2}
     for key, value in (permissions or {}).items():
         nats[key] = value
     nats.update(limits or {})

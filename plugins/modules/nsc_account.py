@@ -11,7 +11,8 @@ module: nsc_account
 short_description: Manage a NATS account JWT in an nsc store and push it to the resolver
 description:
   - Creates or updates an account of an operator made with M(nats_edge.fleet.nsc_operator) (or nsc) -
-    JetStream limits, connection limits, default permissions and an account signing key.
+    JetStream limits (for the account or per replication tier), connection limits, default permissions, an account
+    signing key, scoped signing keys (role templates) and subject mappings.
   - The JWT is signed by an operator signing key when the key store has one, else by the operator.
     It is signed again only when what it says changes; exports, imports and other claims this module
     does not manage are kept.
@@ -78,6 +79,7 @@ options:
       - JetStream limits of the account; left out, JetStream is disabled for it, and V({}) enables it without limits.
       - Sizes as bytes or strings such as V(1GiB); V(-1) is unlimited, and so is a limit left out. A limit above what a
         server reads (a 64-bit number) is refused, as in O(limits).
+      - Either for the whole account or per tier (O(jetstream.tiers)), not both.
     type: dict
     suboptions:
       disk_storage:
@@ -92,6 +94,111 @@ options:
       consumers:
         description: Most consumers.
         type: int
+      max_ack_pending:
+        description: Most unacknowledged messages a consumer may allow (its C(max_ack_pending)); claim C(max_ack_pending). Left out, no limit.
+        type: int
+      disk_max_stream_bytes:
+        description: Largest C(max_bytes) a file stream may have (claim C(disk_max_stream_bytes)); a size. Left out, no limit.
+        type: raw
+      mem_max_stream_bytes:
+        description: Largest C(max_bytes) a memory stream may have (claim C(mem_max_stream_bytes)); a size. Left out, no limit.
+        type: raw
+      max_bytes_required:
+        description: Every stream must set C(max_bytes); a stream without it is refused by the server.
+        type: bool
+      tiers:
+        description:
+          - Limits per replication tier (the JWT's C(tiered_limits)) instead of for the whole account - a stream with
+            three replicas counts against V(R3), one with one against V(R1). A stream of a tier the account has no
+            limits for is refused by the server.
+          - Each tier takes the limits of O(jetstream) (but O(jetstream.tiers)); a server reports the usage and the
+            limits of each tier in C($JS.API.INFO) (C(tiers)).
+        type: dict
+        suboptions:
+          R1:
+            description: Limits of the streams with 1 replica.
+            type: dict
+            suboptions:
+              disk_storage:
+                description: File storage the account may use in the tier.
+                type: raw
+              mem_storage:
+                description: Memory storage the account may use in the tier.
+                type: raw
+              streams:
+                description: Most streams.
+                type: int
+              consumers:
+                description: Most consumers.
+                type: int
+              max_ack_pending:
+                description: Most unacknowledged messages a consumer may allow (its C(max_ack_pending)); claim C(max_ack_pending). Left out, no limit.
+                type: int
+              disk_max_stream_bytes:
+                description: Largest C(max_bytes) a file stream may have (claim C(disk_max_stream_bytes)); a size. Left out, no limit.
+                type: raw
+              mem_max_stream_bytes:
+                description: Largest C(max_bytes) a memory stream may have (claim C(mem_max_stream_bytes)); a size. Left out, no limit.
+                type: raw
+              max_bytes_required:
+                description: Every stream must set C(max_bytes); a stream without it is refused by the server.
+                type: bool
+          R3:
+            description: Limits of the streams with 3 replicas.
+            type: dict
+            suboptions:
+              disk_storage:
+                description: File storage the account may use in the tier.
+                type: raw
+              mem_storage:
+                description: Memory storage the account may use in the tier.
+                type: raw
+              streams:
+                description: Most streams.
+                type: int
+              consumers:
+                description: Most consumers.
+                type: int
+              max_ack_pending:
+                description: Most unacknowledged messages a consumer may allow (its C(max_ack_pending)); claim C(max_ack_pending). Left out, no limit.
+                type: int
+              disk_max_stream_bytes:
+                description: Largest C(max_bytes) a file stream may have (claim C(disk_max_stream_bytes)); a size. Left out, no limit.
+                type: raw
+              mem_max_stream_bytes:
+                description: Largest C(max_bytes) a memory stream may have (claim C(mem_max_stream_bytes)); a size. Left out, no limit.
+                type: raw
+              max_bytes_required:
+                description: Every stream must set C(max_bytes); a stream without it is refused by the server.
+                type: bool
+          R5:
+            description: Limits of the streams with 5 replicas.
+            type: dict
+            suboptions:
+              disk_storage:
+                description: File storage the account may use in the tier.
+                type: raw
+              mem_storage:
+                description: Memory storage the account may use in the tier.
+                type: raw
+              streams:
+                description: Most streams.
+                type: int
+              consumers:
+                description: Most consumers.
+                type: int
+              max_ack_pending:
+                description: Most unacknowledged messages a consumer may allow (its C(max_ack_pending)); claim C(max_ack_pending). Left out, no limit.
+                type: int
+              disk_max_stream_bytes:
+                description: Largest C(max_bytes) a file stream may have (claim C(disk_max_stream_bytes)); a size. Left out, no limit.
+                type: raw
+              mem_max_stream_bytes:
+                description: Largest C(max_bytes) a memory stream may have (claim C(mem_max_stream_bytes)); a size. Left out, no limit.
+                type: raw
+              max_bytes_required:
+                description: Every stream must set C(max_bytes); a stream without it is refused by the server.
+                type: bool
   limits:
     description: Account limits; left out or V(-1) is unlimited. O(limits.data) and O(limits.payload) are sizes.
     type: dict
@@ -124,6 +231,121 @@ options:
         M(nats_edge.fleet.nsc_user) run.
     type: bool
     default: false
+  scoped_signing_keys:
+    description:
+      - Scoped signing keys (role templates) of the account, one per role. A user that
+        M(nats_edge.fleet.nsc_user) issues with one (its O(nats_edge.fleet.nsc_user#module:signing_role)) has no
+        permissions or limits of its own; the server gives it the role's O(scoped_signing_keys[].template).
+      - A role keeps its key while the key store holds its seed; changing a template changes what every user of the
+        role may do once the account is pushed, without issuing them again.
+      - A role taken off the list loses its key, and servers refuse the users it issued once the account is pushed
+        (the next M(nats_edge.fleet.nsc_user) run of such a user issues it again).
+      - Left out or V([]), the account has none. Independent of O(signing_key).
+    type: list
+    elements: dict
+    suboptions:
+      role:
+        description: Name of the role.
+        type: str
+        required: true
+      description:
+        description: What the role is for.
+        type: str
+      template:
+        description:
+          - The permissions and limits of the users the key issues.
+          - O(scoped_signing_keys[].template.pub), O(scoped_signing_keys[].template.sub) and
+            O(scoped_signing_keys[].template.resp) as in M(nats_edge.fleet.nsc_user)'s permissions.
+        type: dict
+        suboptions:
+          pub:
+            description: Subjects the users may publish to.
+            type: dict
+            suboptions:
+              allow:
+                description: Subjects allowed.
+                type: list
+                elements: str
+              deny:
+                description: Subjects denied.
+                type: list
+                elements: str
+          sub:
+            description: Subjects the users may subscribe to.
+            type: dict
+            suboptions:
+              allow:
+                description: Subjects allowed.
+                type: list
+                elements: str
+              deny:
+                description: Subjects denied.
+                type: list
+                elements: str
+          resp:
+            description: Let the users reply to requests they received, without publish permission on the reply subjects.
+            type: dict
+            suboptions:
+              max:
+                description: Replies allowed per request; V(-1) for no limit.
+                type: int
+                default: 1
+              ttl:
+                description: How long a reply may follow its request (V(0) for no limit).
+                type: raw
+                default: 0
+          bearer_token:
+            description: The users connect with their JWT alone, without proving they hold the seed.
+            type: bool
+            default: false
+          subs:
+            description: Most subscriptions of a user; left out or V(-1), no limit.
+            type: int
+          data:
+            description: Most data of a user (a size); left out or V(-1), no limit.
+            type: raw
+          payload:
+            description: Largest message payload of a user (a size); left out or V(-1), no limit.
+            type: raw
+          allowed_connection_types:
+            description: As M(nats_edge.fleet.nsc_user)'s O(nats_edge.fleet.nsc_user#module:allowed_connection_types).
+            type: list
+            elements: str
+          src:
+            description: As M(nats_edge.fleet.nsc_user)'s O(nats_edge.fleet.nsc_user#module:src).
+            type: list
+            elements: str
+  mappings:
+    description:
+      - Subject mappings of the account (the JWT's C(mappings)) - a message published in the account to
+        O(mappings[].subject) goes to one of O(mappings[].to), picked by weight.
+      - Left out, the mappings the JWT has are kept as they are; given (V([]) too), they are the account's.
+      - Each subject is mapped once; the weights of its destinations (per cluster) add up to 100 at most.
+    type: list
+    elements: dict
+    suboptions:
+      subject:
+        description: The subject published to (wildcards allowed).
+        type: str
+        required: true
+      to:
+        description: Where the messages go.
+        type: list
+        elements: dict
+        required: true
+        suboptions:
+          subject:
+            description:
+              - The subject they go to; it may use the source's wildcards as mapping functions, such as
+                V(orders.{{wildcard(1\)}}) or V({{partition(3,1\)}}).
+            type: str
+            required: true
+          weight:
+            description: Percentage of the messages (1 to 100); left out, 100.
+            type: int
+          cluster:
+            description: Only in this cluster; weights add up per cluster.
+            type: str
   rotate_signing_key:
     description:
       - Add a new signing key to the account, which issues every user from then on, and issue every user of the
@@ -185,6 +407,26 @@ EXAMPLES = r"""
     servers: ["nats://hub-1:4222"]
     expected_servers: 3
   delegate_to: localhost
+
+- name: Tiered JetStream limits, a role for sensors and a subject mapping
+  nats_edge.fleet.nsc_account:
+    operator: fleet
+    name: SENSORS
+    jetstream:
+      tiers:
+        R1: {disk_storage: 2GiB, disk_max_stream_bytes: 512MiB, max_bytes_required: true}
+        R3: {disk_storage: 10GiB, max_ack_pending: 10000}
+    scoped_signing_keys:
+      - role: sensor
+        description: Publishes readings only, from the plant network
+        template:
+          pub: {allow: ["readings.>"]}
+          sub: {allow: ["_INBOX.>"]}
+          src: ["10.20.0.0/16"]
+    mappings:
+      - subject: "readings.legacy.>"
+        to: [{subject: "readings.v2.>"}]
+  delegate_to: localhost
 """
 
 RETURN = r"""
@@ -206,10 +448,15 @@ jwt_path:
   returned: always
   type: str
 signing_keys:
-  description: Public signing keys of the account.
+  description: Public signing keys of the account (not the scoped ones).
   returned: state is present
   type: list
   elements: str
+scoped_signing_keys:
+  description: The scoped signing keys of the account, as C(role) and C(key) (its public key).
+  returned: state is present
+  type: list
+  elements: dict
 pushed:
   description: The answer of every server to the push (server name, whether it accepted the JWT, its message).
   returned: when pushed

@@ -79,6 +79,29 @@ options:
     description: Let the JWT alone authenticate the user, without proving the seed.
     type: bool
     default: false
+  allowed_connection_types:
+    description:
+      - The kinds of connection the user may make (the JWT's C(allowed_connection_types)); left out or V([]), any.
+      - V(STANDARD) (a client), V(WEBSOCKET), V(LEAFNODE), V(LEAFNODE_WS), V(MQTT), V(MQTT_WS), V(IN_PROCESS).
+        A user limited to V(LEAFNODE) is the one a leaf node's remote uses; a server refuses it as a client.
+      - V(IN_PROCESS) needs nats-server 2.11 or later; an older server ignores it beside other types and refuses a
+        user that allows only it.
+    type: list
+    elements: str
+  src:
+    description:
+      - The networks the user may connect from, in CIDR notation (V(10.20.0.0/16), V(2001:db8::/32); a single
+        address as V(192.0.2.7/32)); left out or V([]), any. The JWT's C(src).
+    type: list
+    elements: str
+  signing_role:
+    description:
+      - Issue the user with the account's scoped signing key of this role (M(nats_edge.fleet.nsc_account)'s
+        O(nats_edge.fleet.nsc_account#module:scoped_signing_keys)). The user gets the role's template as its
+        permissions and limits, and changes to the template apply to it without issuing it again.
+      - Cannot be combined with O(permissions), O(bearer_token), O(allowed_connection_types) or O(src) (the
+        template sets them). A user moved onto or off a role is issued again.
+    type: str
   expires:
     description:
       - When the user stops being valid, as epoch seconds or an RFC 3339 time. Left out (or V(0)), never.
@@ -146,6 +169,23 @@ EXAMPLES = r"""
     renew_before: 30d
   delegate_to: localhost
 
+- name: The user a leaf node's remote connects with, only as a leaf node and from the sites' network
+  nats_edge.fleet.nsc_user:
+    operator: fleet
+    account: APP
+    name: leaf
+    allowed_connection_types: [LEAFNODE]
+    src: ["10.30.0.0/16"]
+  delegate_to: localhost
+
+- name: A user issued with the scoped signing key of role sensor (its permissions are the role's)
+  nats_edge.fleet.nsc_user:
+    operator: fleet
+    account: SENSORS
+    name: sensor-17
+    signing_role: sensor
+  delegate_to: localhost
+
 - name: Many users in one run
   nats_edge.fleet.nsc_user:
     operator: fleet
@@ -207,6 +247,10 @@ jwt_path:
   type: str
 issuer:
   description: Public key that signed the user JWT.
+  returned: state is present
+  type: str
+signing_role:
+  description: The role of the scoped signing key that issued the user, or null when another key issued it.
   returned: state is present
   type: str
 expires_at:

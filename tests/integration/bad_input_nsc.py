@@ -112,4 +112,39 @@ def rows(table):
          "permissions.pub.allow[0]: true is a boolean, not text"),
         ("export-importer-self", EXPORT, dict(account="APP", name="e", subject="e.>", importers=[{"account": "APP"}]),
          "account 'APP' cannot import its own export"),
+        # -- account and user policy ---------------------------------------------------------------------------
+        ("account-tiers-and-flat", ACCOUNT, dict(name="APP", jetstream={"disk_storage": "1GiB", "tiers": {
+            "R1": {"streams": 1}}}), "account 'APP' of operator 'fleet': jetstream: tiers cannot be combined with "
+                                     "disk_storage"),
+        ("account-tier-cap-words", ACCOUNT, dict(name="APP", jetstream={"tiers": {"R1": {
+            "disk_max_stream_bytes": "lots"}}}), "jetstream.tiers.R1.disk_max_stream_bytes: "),
+        ("account-tier-unknown", ACCOUNT, dict(name="APP", jetstream={"tiers": {"R2": {}}}), "R2"),
+        ("account-max-bytes-required-words", ACCOUNT, dict(name="APP", jetstream={"max_bytes_required": "always"}),
+         "max_bytes_required"),
+        ("account-mapping-weights", ACCOUNT, dict(name="APP", mappings=[{"subject": "a", "to": [
+            {"subject": "x", "weight": 70}, {"subject": "y", "weight": 40}]}]),
+         "mappings[0] (a): the weights of the destinations add up to 110%"),
+        ("account-mapping-subject", ACCOUNT, dict(name="APP", mappings=[{"subject": "a..b", "to": [{"subject": "x"}]}]),
+         "mappings[0].subject: 'a..b' is not a subject"),
+        ("account-scoped-role-twice", ACCOUNT, dict(name="APP", scoped_signing_keys=[{"role": "r"}, {"role": "r"}]),
+         "scoped_signing_keys[1] (r): role 'r' is listed twice"),
+        ("account-scoped-template-src", ACCOUNT, dict(name="APP", scoped_signing_keys=[
+            {"role": "r", "template": {"src": ["nowhere"]}}]),
+         "scoped_signing_keys[0] (r).template.src: 'nowhere' is not a network in CIDR notation"),
+        ("user-connection-type-unknown", USER, dict(account="APP", name="app", allowed_connection_types=["CLIENT"]),
+         "user 'app' of account 'APP': allowed_connection_types: 'CLIENT' is not a connection type; use STANDARD"),
+        ("user-src-without-prefix", USER, dict(account="APP", name="app", src=["10.0.0.1"]),
+         "src: '10.0.0.1' is not a network in CIDR notation"),
+        ("user-role-and-permissions", USER, dict(account="APP", name="app", signing_role="reader",
+                                                 permissions={"pub": {"allow": ["x"]}}),
+         "signing_role: a user issued with the scoped signing key of role 'reader' gets its permissions and limits "
+         "from the key's template; permissions cannot be given too"),
+        ("user-role-unknown", USER, dict(account="APP", name="app", signing_role="nope"),
+         "signing_role: account 'APP' has no scoped signing key of role 'nope' (it has none)"),
+        ("store-user-bad-src", STORE, dict(signing_key=True, accounts=[APP], users=[
+            {"account": "APP", "name": "app", "src": ["10.0.0.0/99"]}]),
+         "users[0] (APP/app): user 'app' of account 'APP': src: '10.0.0.0/99' is not a network"),
+        ("store-account-mapping-twice", STORE, dict(signing_key=True, accounts=[FRESH, dict(APP, mappings=[
+            {"subject": "a", "to": [{"subject": "x"}]}, {"subject": "a", "to": [{"subject": "y"}]}])]),
+         "accounts[1] (APP): account 'APP' of operator 'fleet': mappings[1] (a): subject 'a' is mapped twice"),
     ]

@@ -17,13 +17,15 @@ ARGUMENT_SPEC = dict(
     nsc.STORE_ARGSPEC,
     name=dict(type="str", required=True),
     state=dict(type="str", choices=["present", "absent"], default="present"),
-    jetstream=dict(type="dict", options=dict(
-        disk_storage=dict(type="raw"), mem_storage=dict(type="raw"),
-        streams=dict(type="int"), consumers=dict(type="int"))),
+    jetstream=dict(type="dict", options=nsc.JETSTREAM_OPTIONS),
     limits=dict(type="dict", options=dict(
         conn=dict(type="int"), leaf=dict(type="int"), subs=dict(type="int"), data=dict(type="raw"),
         payload=dict(type="raw"), imports=dict(type="int"), exports=dict(type="int"))),
     signing_key=dict(type="bool", default=False),
+    scoped_signing_keys=dict(type="list", elements="dict", options=dict(
+        role=dict(type="str", required=True), description=dict(type="str"),
+        template=dict(type="dict", options=nsc.TEMPLATE_OPTIONS))),
+    mappings=dict(type="list", elements="dict", options=nsc.MAPPING_OPTIONS),
     default_permissions=dict(type="dict", options=nsc.PERMISSIONS_OPTIONS),
     force=dict(type="bool", default=False),
     rotate_signing_key=dict(type="bool", default=False),
@@ -61,10 +63,54 @@ def check_item(params):
     nsc.jetstream_limits(params.get("jetstream"))
     nsc.account_limits(params.get("limits"))
     nsc.permissions(params.get("default_permissions"), "default_permissions")
+    nsc.mappings(params.get("mappings"))
+    scopes(params.get("scoped_signing_keys"))
     for option in ("rotate_signing_key", "retire_signing_keys"):
         if params.get(option) and not params.get("signing_key"):
             raise StoreError("%s needs signing_key=true" % option)
     return params
+
+
+def scopes(options):
+    """[(role, description, template)] of the scoped signing keys option, checked: each role once."""
+    if options is None:
+        return []
+    if not isinstance(options, list):
+        raise StoreError("scoped_signing_keys: %r is not a list of {role, template} items" % (options,))
+    result, seen = [], set()
+    for index, item in enumerate(options):
+        where = "scoped_signing_keys[%d]" % index
+        if not isinstance(item, dict):
+            raise StoreError("%s: %r is not a mapping of role, description and template" % (where, item))
+        role = item.get("role")
+        if not isinstance(role, str) or not role.strip() or role != role.strip():
+            raise StoreError("%s.role: %r is not a role name" % (where, role))
+        where = "%s (%s)" % (where, role)
+        if role in seen:
+            raise StoreError("%s: role %r is listed twice" % (where, role))
+        seen.add(role)
+        description = item.get("description")
+        if description is not None and not isinstance(description, str):
+            raise StoreError("%s.description: %r is not text" % (where, description))
+        result.append((role, description or "", nsc.user_template(item.get("template"), where + ".template")))
+    return result
+
+
+def scoped_keys(store, claims, wanted, new_seeds):
+    """The scoped signing keys (claims) of the roles ``wanted`` (from scopes): a role keeps its key while the key
+    store holds its seed; a new role gets a new key (its seed added to ``new_seeds``)."""
+    current = dict((key.get("role"), key.get("key")) for key in jwt.scoped_signing_keys(claims)
+                   if key.get("kind") == "user_scope" and store.read_seed(key.get("key") or ""))
+    result = []
+    for role, description, template in wanted:
+        public = current.get(role)
+        if not public:
+            seed = jwt.new_seed("account")
+            new_seeds.append(seed)
+            public = jwt.public_key(seed)
+        result.append({"kind": "user_scope", "key": public, "role": role, "template": template,
+                       "description": description})
+    return result
 
 
 def refuse_system_account(name, public, op_claims, operator):
@@ -101,7 +147,7 @@ def plan(run, store):
     stored_previous = store.read_previous_signing_keys(name) if claims else []
     previous = stored_previous
     if p["signing_key"]:
-        signing = [key for key in (claims or {}).get("nats", {}).get("signing_keys") or [] if store.read_seed(key)]
+        signing = [key for key in jwt.plain_signing_keys(claims) if store.read_seed(key)]
         if not signing or p["rotate_signing_key"]:
             seed = jwt.new_seed("account")
             new_seeds.append(seed)
@@ -117,11 +163,14 @@ def plan(run, store):
             raise StoreError("cannot retire signing keys %s: the activations of %s were signed with them and would "
                              "stop working; sign them again first (nsc_export, with the account's current signing "
                              "key)" % (", ".join(retired), ", ".join(blocked)))
+    scoped = scoped_keys(store, claims, scopes(p.get("scoped_signing_keys")), new_seeds)
+    mappings = nsc.mappings(p.get("mappings"))
+    # mappings left out keep what the JWT has (made with nsc); given, even [], they are the module's
     desired = nsc.merged(claims, jwt.account_claims(
         name, public, jetstream=nsc.jetstream_limits(p["jetstream"]), limits=nsc.account_limits(p["limits"]),
-        signing_keys=signing,
+        signing_keys=signing + scoped, mappings=mappings,
         default_permissions=nsc.permissions(p["default_permissions"], "default_permissions")),
-        nsc.ACCOUNT_MANAGED)
+        nsc.ACCOUNT_MANAGED | (set() if mappings is None else {"mappings"}))
     changed = nsc.needs_signing(claims, desired)
     new_claims = claims
     if changed:
@@ -130,7 +179,8 @@ def plan(run, store):
         new_claims = jwt.decode(token, verify=False)
     changed = changed or sorted(previous) != sorted(stored_previous)
     result = dict(changed=changed, account_id=public, jwt=token, jwt_path=store.account_jwt_path(name),
-                  signing_keys=sorted(signing), previous_signing_keys=sorted(previous))
+                  signing_keys=sorted(signing), previous_signing_keys=sorted(previous),
+                  scoped_signing_keys=[{"role": key["role"], "key": key["key"]} for key in scoped])
     if run.diff:
         result["diff"] = nsc.diff(claims, new_claims)
     if p["rotate_signing_key"] or retired:
@@ -144,7 +194,7 @@ def plan(run, store):
 def reissued(store, account, old_claims, current):
     """The users a signing key other than ``current`` issued, to issue again with a current one (written
     later, by write_reissued)."""
-    old_keys = set(((old_claims or {}).get("nats") or {}).get("signing_keys") or []) - set(current)
+    old_keys = set(jwt.plain_signing_keys(old_claims)) - set(current)
     return [user for user in store.users(account)
             if (store.read_user(account, user)[1] or {}).get("iss") in old_keys] if old_claims else []
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import calendar
 import copy
+import ipaddress
 import json
 import os
+import re
 import stat
 import time
 
@@ -47,7 +49,17 @@ SYSTEM_EXPORTS = [
 
 JETSTREAM_LIMITS = {"disk_storage": "disk_storage", "mem_storage": "mem_storage", "streams": "streams",
                     "consumers": "consumer"}
-SIZE_LIMITS = {"disk_storage", "mem_storage", "data", "payload"}
+# limits a JWT leaves out when there are none (a server reads 0 as none): written only when given
+JETSTREAM_CAPS = ("max_ack_pending", "disk_max_stream_bytes", "mem_max_stream_bytes")
+JETSTREAM_TIERS = ("R1", "R3", "R5")
+SIZE_LIMITS = {"disk_storage", "mem_storage", "data", "payload", "disk_max_stream_bytes", "mem_max_stream_bytes"}
+_TIER_OPTIONS = dict(
+    disk_storage=dict(type="raw"), mem_storage=dict(type="raw"), streams=dict(type="int"),
+    consumers=dict(type="int"), max_ack_pending=dict(type="int"), disk_max_stream_bytes=dict(type="raw"),
+    mem_max_stream_bytes=dict(type="raw"), max_bytes_required=dict(type="bool"))
+JETSTREAM_OPTIONS = dict(_TIER_OPTIONS, tiers=dict(type="dict", options=dict(
+    (tier, dict(type="dict", options=_TIER_OPTIONS)) for tier in JETSTREAM_TIERS)))
+CONNECTION_TYPES = ("STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS")
 ACCOUNT_LIMITS = ("conn", "leaf", "subs", "data", "payload", "imports", "exports")
 
 # The largest number a server reads in a limit, an expiry or a duration (a Go int64): a larger one is refused
@@ -227,18 +239,126 @@ def _limits_mapping(what, options, keys, hint):
 
 JETSTREAM_HINT = ("write jetstream: {} for JetStream without limits, a mapping of disk_storage, mem_storage, streams "
                   "and consumers to limit it (jetstream: {disk_storage: 1GiB}), or leave jetstream out to disable it")
+TIERS_HINT = "write a mapping of %s (by replicas) to limits, e.g. tiers: {R1: {disk_storage: 1GiB}}" % ", ".join(
+    JETSTREAM_TIERS)
 
 
-def jetstream_limits(options):
-    """Account JetStream limits from the module option; None disables JetStream."""
-    _limits_mapping("jetstream", options, JETSTREAM_LIMITS, JETSTREAM_HINT)
-    if options is None:
-        return None
+def _jetstream_tier(what, options, hint):
+    """The JetStream limits of the account or of one tier, as claims."""
+    _limits_mapping(what, options, list(_TIER_OPTIONS) + (["tiers"] if what == "jetstream" else []), hint)
+    options = options or {}
     limits = {}
     for option, claim in JETSTREAM_LIMITS.items():
         value = options.get(option)
-        limits[claim] = -1 if value is None else _size_or_count("jetstream", option, value)
+        limits[claim] = -1 if value is None else _size_or_count(what, option, value)
+    for option in JETSTREAM_CAPS:
+        if options.get(option) is not None:
+            limits[option] = _size_or_count(what, option, options[option])
+    required = options.get("max_bytes_required")
+    if required is not None and not isinstance(required, bool):
+        raise StoreError("%s.max_bytes_required: %s is not true or false" % (what, _text(required)))
+    if required:
+        limits["max_bytes_required"] = True
     return limits
+
+
+def jetstream_limits(options):
+    """Account JetStream limits from the module option, as claims of ``limits``: the account's, or per tier
+    ({tiered_limits: {R1: ...}}); None disables JetStream."""
+    _limits_mapping("jetstream", options, list(JETSTREAM_OPTIONS), JETSTREAM_HINT)
+    if options is None:
+        return None
+    tiers = options.get("tiers")
+    if tiers is None:
+        return _jetstream_tier("jetstream", options, JETSTREAM_HINT)
+    flat = sorted(key for key, value in options.items() if key != "tiers" and value is not None)
+    if flat:
+        raise StoreError("jetstream: tiers cannot be combined with %s: a JWT limits JetStream per tier or for the "
+                         "whole account, not both; move %s into each tier" % (", ".join(flat), ", ".join(flat)))
+    _limits_mapping("jetstream.tiers", tiers, JETSTREAM_TIERS, TIERS_HINT)
+    tiered = dict((tier, _jetstream_tier("jetstream.tiers.%s" % tier, limits, JETSTREAM_HINT))
+                  for tier, limits in tiers.items() if limits is not None)
+    if not tiered:
+        raise StoreError("jetstream.tiers: no tier given; %s" % TIERS_HINT)
+    return {"tiered_limits": tiered}
+
+
+# --------------------------------------------------------------------------
+# subject mappings
+
+MAPPING_OPTIONS = dict(
+    subject=dict(type="str", required=True),
+    to=dict(type="list", elements="dict", required=True, options=dict(
+        subject=dict(type="str", required=True), weight=dict(type="int"), cluster=dict(type="str"))))
+
+# a mapping function of a destination: {{wildcard(1)}}, {{partition(3,1)}}, ...
+_MAPPING_FUNCTION = re.compile(r"\{\{\s*[A-Za-z]+\([^{}]*\)\s*\}\}")
+
+
+def _destination(value, what):
+    """A mapping's destination: a subject whose tokens may be (or hold) mapping functions."""
+    if not isinstance(value, str) or not value:
+        raise StoreError("%s: %r is not a subject" % (what, value))
+    if "{{" in value or "}}" in value:
+        plain = _MAPPING_FUNCTION.sub("F", value)
+        if "{" in plain or "}" in plain:
+            raise StoreError("%s: %r has a malformed mapping function (write {{wildcard(1)}}, {{partition(3,1)}}, "
+                             "...)" % (what, value))
+    else:
+        plain = value
+    try:
+        check_subject(plain)
+    except ValueError as exc:
+        raise StoreError("%s: %s" % (what, str(exc).replace(repr(plain), repr(value)))) from exc
+    return value
+
+
+def mappings(options):
+    """The ``mappings`` claim ({subject: [{subject, weight, cluster}]}) from the module option (a list of
+    {subject, to: [{subject, weight, cluster}]}); None when the option is left out."""
+    if options is None:
+        return None
+    if not isinstance(options, list):
+        raise StoreError("mappings: %s is not a list of {subject, to} mappings" % _text(options))
+    result = {}
+    for index, item in enumerate(options):
+        where = "mappings[%d]" % index
+        if not isinstance(item, dict):
+            raise StoreError("%s: %s is not a mapping of subject and to" % (where, _text(item)))
+        try:
+            source = check_subject(item.get("subject"))
+        except ValueError as exc:
+            raise StoreError("%s.subject: %s" % (where, exc)) from exc
+        where = "%s (%s)" % (where, source)
+        if source in result:
+            raise StoreError("%s: subject %r is mapped twice; list every destination under one to" % (where, source))
+        targets = item.get("to")
+        if not isinstance(targets, list) or not targets:
+            raise StoreError("%s.to: give a list of one or more destinations ({subject, weight, cluster})" % where)
+        totals, claim = {}, []
+        for number, target in enumerate(targets):
+            at = "%s.to[%d]" % (where, number)
+            if not isinstance(target, dict):
+                raise StoreError("%s: %s is not a mapping of subject, weight and cluster" % (at, _text(target)))
+            entry = {"subject": _destination(target.get("subject"), at + ".subject")}
+            weight = target.get("weight")
+            if weight is not None:
+                if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+                    raise StoreError("%s.weight: %s is not a percentage from 1 to 100" % (at, _text(weight)))
+                entry["weight"] = weight
+            cluster = target.get("cluster")
+            if cluster is not None:
+                if not isinstance(cluster, str) or not cluster or re.search(r"\s", cluster):
+                    raise StoreError("%s.cluster: %s is not a cluster name" % (at, _text(cluster)))
+                entry["cluster"] = cluster
+            key = entry.get("cluster")
+            totals[key] = totals.get(key, 0) + (weight or 100)
+            if totals[key] > 100:
+                raise StoreError("%s: the weights of the destinations %sadd up to %d%%, more than 100%%" % (
+                    where, "in cluster %r " % key if key else "", totals[key]))
+            claim.append(entry)
+        result[source] = claim
+    return result
 
 
 def account_limits(options):
@@ -280,6 +400,79 @@ def permissions(options, what):
     if resp:
         result["resp"] = {"max": response_max(resp.get("max"), what), "ttl": _resp_ttl(resp.get("ttl"), what)}
     return result
+
+
+def connection_types(value, what):
+    """allowed_connection_types as the claim lists them (sorted, upper case); None or [] for any."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise StoreError("%s: %s is not a list of connection types (%s)" % (what, _text(value), ", ".join(
+            CONNECTION_TYPES)))
+    result = set()
+    for item in value:
+        if not isinstance(item, str) or item.upper() not in CONNECTION_TYPES:
+            raise StoreError("%s: %s is not a connection type; use %s" % (what, _text(item), ", ".join(
+                CONNECTION_TYPES)))
+        result.add(item.upper())
+    return sorted(result)
+
+
+def source_networks(value, what):
+    """src as the claim lists it: CIDR networks (an address needs its /prefix, as a server reads it), sorted."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise StoreError("%s: %s is not a list of networks such as 10.0.0.0/8" % (what, _text(value)))
+    result = set()
+    for item in value:
+        try:
+            if not isinstance(item, str) or "/" not in item:
+                raise ValueError("a network needs its prefix length")
+            ipaddress.ip_network(item, strict=False)
+        except ValueError as exc:
+            raise StoreError("%s: %s is not a network in CIDR notation such as 10.0.0.0/8 or 2001:db8::/32 (%s)"
+                             % (what, _text(item), exc)) from exc
+        result.add(item.lower())
+    return sorted(result)
+
+
+USER_POLICY_OPTIONS = dict(
+    allowed_connection_types=dict(type="list", elements="str"),
+    src=dict(type="list", elements="str"),
+)
+TEMPLATE_OPTIONS = dict(PERMISSIONS_OPTIONS, bearer_token=dict(type="bool", default=False),
+                        subs=dict(type="int"), data=dict(type="raw"), payload=dict(type="raw"), **USER_POLICY_OPTIONS)
+
+
+def user_policy(options, what):
+    """The src and allowed_connection_types claims of a user (or a template) from its options."""
+    claims = {}
+    kinds = connection_types((options or {}).get("allowed_connection_types"), what + "allowed_connection_types")
+    if kinds:
+        claims["allowed_connection_types"] = kinds
+    networks = source_networks((options or {}).get("src"), what + "src")
+    if networks:
+        claims["src"] = networks
+    return claims
+
+
+def user_template(options, what):
+    """The ``template`` of a scoped signing key: the permissions and limits of every user it issues."""
+    if options is not None and not isinstance(options, dict):
+        raise StoreError("%s: %s is not a mapping of permissions and limits" % (what, _text(options)))
+    options = options or {}
+    unknown = sorted(set(options) - set(TEMPLATE_OPTIONS))
+    if unknown:
+        raise StoreError("%s: unknown option%s %s; it takes %s" % (
+            what, "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(sorted(TEMPLATE_OPTIONS))))
+    template = permissions(options, what)
+    for key in ("subs", "data", "payload"):
+        template[key] = -1 if options.get(key) is None else _size_or_count(what, key, options[key])
+    template.update(user_policy(options, what + "."))
+    if options.get("bearer_token"):
+        template["bearer_token"] = True
+    return template
 
 
 def response_max(value, what):
@@ -373,7 +566,7 @@ def signer_of(store, claims, what, retiring=()):
     """Seed to sign with: a signing key of ``claims`` whose seed the key store
     holds, one that is not ``retiring`` (replaced by a rotation, kept until
     retired) first, else the identity key. Returns (seed, via_signing_key)."""
-    keys = (claims.get("nats") or {}).get("signing_keys") or []
+    keys = jwt.plain_signing_keys(claims)
     for key in [k for k in keys if k not in retiring] + [k for k in keys if k in retiring]:
         seed = store.read_seed(key)
         if seed:

@@ -89,7 +89,7 @@ def activation_signer(store, accounts):
                 existing = None
             # an activation a replaced signing key signed is signed again, before that key is retired
             if existing and jwt.same_claims(nsc.body(existing), desired) and existing.get("iss") in (
-                    [claims["sub"]] + [k for k in claims["nats"].get("signing_keys") or [] if k not in retiring]):
+                    [claims["sub"]] + [k for k in jwt.plain_signing_keys(claims) if k not in retiring]):
                 return current
         return jwt.encode(desired, seed)
     return sign

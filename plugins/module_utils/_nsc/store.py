@@ -382,7 +382,9 @@ class Store(object):
         if claims.get("name") != user:
             raise StoreError("%s names user %r, not %r" % (path, claims.get("name"), user))
         account_key = account_claims["sub"]
-        signing = set(account_claims.get("nats", {}).get("signing_keys") or [])
+        # a scoped signing key (an object with its key) issues users too
+        signing = set(key.get("key") if isinstance(key, dict) else key
+                      for key in account_claims.get("nats", {}).get("signing_keys") or [])
         issuer, issuer_account = claims.get("iss"), claims.get("nats", {}).get("issuer_account")
         if issuer == account_key and not issuer_account:
             return True

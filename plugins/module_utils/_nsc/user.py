@@ -24,6 +24,9 @@ ARGUMENT_SPEC = dict(
     revoke=dict(type="bool", default=True),
     permissions=dict(type="dict", options=nsc.PERMISSIONS_OPTIONS),
     bearer_token=dict(type="bool", default=False),
+    allowed_connection_types=dict(type="list", elements="str"),
+    src=dict(type="list", elements="str"),
+    signing_role=dict(type="str"),
     expires=dict(type="raw"),
     expires_in=dict(type="raw"),
     renew_before=dict(type="raw"),
@@ -64,6 +67,17 @@ def check_item(params):
     if params.get("state", "present") != "present":
         return params
     nsc.permissions(params.get("permissions"), "permissions")
+    nsc.user_policy(params, "")
+    role = params.get("signing_role")
+    if role is not None:
+        if not isinstance(role, str) or not role.strip():
+            raise StoreError("signing_role: %r is not a role name" % (role,))
+        own = [option for option in ("permissions", "bearer_token", "allowed_connection_types", "src")
+               if params.get(option)]
+        if own:
+            raise StoreError("signing_role: a user issued with the scoped signing key of role %r gets its permissions "
+                             "and limits from the key's template; %s cannot be given too (set them in the role's "
+                             "template, nsc_account's scoped_signing_keys)" % (role, ", ".join(own)))
     if params.get("expires") is not None and params.get("expires_in") is not None:
         raise StoreError("expires and expires_in cannot be combined: expires is a fixed time, expires_in a lifetime "
                          "from each issue")
@@ -189,20 +203,28 @@ class UserRun(object):
             self.revoke(previous)
             previous = []
         retiring = self.store.read_previous_signing_keys(self.account)
-        signer, via_signing_key = nsc.signer_of(self.store, self.acc_claims, "account %r" % self.account, retiring)
+        role = p.get("signing_role")
+        if role:
+            signer, via_signing_key = self.scoped_signer(role), True
+        else:
+            signer, via_signing_key = nsc.signer_of(self.store, self.acc_claims, "account %r" % self.account, retiring)
+        # a user moves onto (or off) a role's key: issued again by the key it should have
+        scoped_issuers = dict((key.get("key"), key.get("role")) for key in jwt.scoped_signing_keys(self.acc_claims))
+        wrong_issuer = bool(self.claims) and (self.claims.get("iss") != jwt.public_key(signer) if role else
+                                              self.claims.get("iss") in scoped_issuers)
         expires = expiry(p, self.claims if not new_seed else None, self.now, self.result)
         if p["expires"] is not None and expires is not None and expires <= self.now:
             self.run.warn("user %r of account %r: expires (%s) is already past; the user cannot connect" % (
                 self.name, self.account, p["expires"]))
         desired = jwt.user_claims(
             self.name, public, issuer_account=self.acc_claims["sub"] if via_signing_key else None,
-            permissions=nsc.permissions(p["permissions"], "permissions"),
-            bearer_token=p["bearer_token"], expires=expires)
+            permissions=None if role else nsc.permissions(p["permissions"], "permissions"),
+            bearer_token=p["bearer_token"], limits=nsc.user_policy(p, ""), expires=expires, scoped=bool(role))
         revoked_since = nsc.revoked_at(self.acc_claims, public)
         still_revoked = revoked_since is not None and (self.claims or {}).get("iat", 0) <= revoked_since
         # a user a replaced signing key issued is issued again by the current one
         on_retiring_key = bool(self.claims) and self.claims.get("iss") in retiring
-        signing = (new_seed is not None or not valid or still_revoked or on_retiring_key
+        signing = (new_seed is not None or not valid or still_revoked or on_retiring_key or wrong_issuer
                    or nsc.needs_signing(self.claims, desired))
         token = self.token
         if signing:
@@ -212,7 +234,7 @@ class UserRun(object):
         rewrite_creds = self.store.read_creds(self.account, self.name) != creds
         new_claims = jwt.decode(token, verify=False)
         self.result.update(user_public_key=public, issuer=new_claims["iss"], expires_at=new_claims.get("exp"),
-                           previous_keys=sorted(set(previous)))
+                           previous_keys=sorted(set(previous)), signing_role=scoped_issuers.get(new_claims["iss"]))
         if signing or rewrite_creds or sorted(set(previous)) != sorted(set(self.previous)):
             self.result["changed"] = True
         if self.run.diff:
@@ -225,6 +247,20 @@ class UserRun(object):
             self.writes.append((self.store.write_creds, (self.account, self.name, creds)))
         if sorted(set(previous)) != sorted(set(self.previous)):
             self.writes.append((self.store.write_previous_keys, (self.account, self.name, previous)))
+
+    def scoped_signer(self, role):
+        """The seed of the account's scoped signing key of ``role``."""
+        keys = [key for key in jwt.scoped_signing_keys(self.acc_claims) if key.get("role") == role]
+        if not keys:
+            roles = sorted(key.get("role") for key in jwt.scoped_signing_keys(self.acc_claims) if key.get("role"))
+            raise StoreError("signing_role: account %r has no scoped signing key of role %r (%s); add it with "
+                             "nsc_account's scoped_signing_keys" % (self.account, role, "its roles: %s" % ", ".join(
+                                 roles) if roles else "it has none"))
+        seed = self.store.read_seed(keys[0].get("key") or "")
+        if not seed:
+            raise StoreError("signing_role: no seed for %s, the key of role %r, in %s" % (
+                keys[0].get("key"), role, self.store.keys_dir))
+        return seed
 
     def write(self):
         if self.run.check_mode:
