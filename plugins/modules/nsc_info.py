@@ -66,8 +66,11 @@ operators:
   elements: dict
 accounts:
   description:
-    - Each account (name, operator, public_key, system_account, signing_keys, jetstream limits or null when
-      JetStream is off for it, exports, imports).
+    - Each account (name, operator, public_key, system_account, signing_keys, scoped_signing_keys as role and key,
+      jetstream limits or null when JetStream is off for it, mappings, exports, imports).
+    - C(jetstream) has disk_storage, mem_storage, streams and consumers, and max_ack_pending,
+      disk_max_stream_bytes, mem_max_stream_bytes and max_bytes_required when set; with tiered limits, C(tiers)
+      with those of each tier (V(R1), V(R3)) instead.
     - C(exports) has name, subject, type, public, token_req, response_type (services), account_token_position.
     - C(imports) has name, subject, local_subject, from_account (the name when the exporter is in the store,
       else its public key), from_account_key, type, token (whether an activation token is present).

@@ -188,3 +188,47 @@ def test_a_scoped_user_gets_the_templates_permissions_and_a_mapping_routes(polic
     got, errors = asyncio.run(run())
     assert got == [("orders.1", b"own"), ("orders.7", b"routed")], got
     assert any("permissions violation" in error.lower() and "secret" in error for error in errors), errors
+
+
+def test_nsc_info_lists_the_policy_and_a_template_change_reaches_the_role_users(policy):
+    env = policy
+    info = run_module("nsc_info", dict(env["base"]))
+    accounts = dict((row["name"], row) for row in info["accounts"])
+    assert accounts["TIERED"]["jetstream"] == {"tiers": {"R1": {
+        "disk_storage": 256 * 1024, "mem_storage": 64 * 1024, "streams": 5, "consumers": 5, "max_ack_pending": 10,
+        "disk_max_stream_bytes": 128 * 1024, "max_bytes_required": True}}}, accounts["TIERED"]
+    assert accounts["APP"]["mappings"] == {"legacy.*": [{"subject": "orders.{{wildcard(1)}}"}]}
+    assert [row["role"] for row in accounts["APP"]["scoped_signing_keys"]] == ["reader"]
+
+    # the role may now publish to secret too: pushed, the user (not issued again) may
+    wider = dict(APP, scoped_signing_keys=[dict(APP["scoped_signing_keys"][0], template=dict(
+        TEMPLATE, pub=dict(allow=["orders.>", "secret"])))])
+    changed = run_module("nsc_account", dict(env["base"], **dict(wider, **env["push"])))
+    assert changed["changed"] and changed["unconfirmed"] == [], changed
+    assert changed["scoped_signing_keys"] == env["accounts"]["APP"]["scoped_signing_keys"]  # the same key
+    reader = dict(USERS[-1])
+    assert run_module("nsc_user", dict(env["base"], **reader))["changed"] is False
+
+    async def publish_secret():
+        errors = []
+
+        async def on_error(exc):
+            errors.append(str(exc))
+        nc = await nats.connect(env["url"], user_credentials=env["creds"]["reader"], allow_reconnect=False,
+                                error_cb=on_error)
+        try:
+            await nc.publish("secret", b"now allowed")
+            await nc.flush()
+            await asyncio.sleep(0.3)
+            return errors
+        finally:
+            await nc.close()
+    assert asyncio.run(publish_secret()) == []
+
+    # off the role: issued again by the account's signing key, with permissions of its own
+    off = run_module("nsc_user", dict(env["base"], account="APP", name="reader", permissions=dict(
+        pub=dict(allow=["orders.>"]))))
+    assert off["changed"] and off["signing_role"] is None, off
+    assert off["issuer"] in env["accounts"]["APP"]["signing_keys"], off
+    back = run_module("nsc_user", dict(env["base"], **reader))
+    assert back["changed"] and back["signing_role"] == "reader", back

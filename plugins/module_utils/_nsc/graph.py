@@ -85,9 +85,21 @@ def jetstream_row(limits):
     """The account's JetStream limits, or None when JetStream is off for it
     (no storage of either kind)."""
     limits = limits or {}
+    tiers = dict((tier, _jetstream_limits(tier_limits)) for tier, tier_limits in (
+        limits.get("tiered_limits") or {}).items() if tier_limits.get("disk_storage") or tier_limits.get("mem_storage"))
+    if tiers:
+        return {"tiers": tiers}
     if not limits.get("disk_storage") and not limits.get("mem_storage"):
         return None
-    return {name: limits.get(claim, -1) for claim, name in JETSTREAM_CLAIMS.items()}
+    return _jetstream_limits(limits)
+
+
+def _jetstream_limits(limits):
+    row = {name: limits.get(claim, -1) for claim, name in JETSTREAM_CLAIMS.items()}
+    for claim in ("max_ack_pending", "disk_max_stream_bytes", "mem_max_stream_bytes", "max_bytes_required"):
+        if limits.get(claim):
+            row[claim] = limits[claim]
+    return row
 
 
 def export_row(claim):
@@ -137,7 +149,11 @@ def listing(inventory, accounts=None):
             "name": name, "operator": operator, "public_key": claims.get("sub"),
             "system_account": claims.get("sub") in systems,
             "signing_keys": _keys(nats.get("signing_keys")),
+            "scoped_signing_keys": sorted(({"role": key.get("role"), "key": key.get("key")} for key in
+                                           nats.get("signing_keys") or [] if isinstance(key, dict)),
+                                          key=lambda row: (row["role"] or "", row["key"] or "")),
             "jetstream": jetstream_row(nats.get("limits")),
+            "mappings": nats.get("mappings") or {},
             "exports": sorted((export_row(e) for e in nats.get("exports") or []),
                               key=lambda row: (row["subject"], row["type"], row["name"])),
             "imports": sorted((import_row(i, names) for i in nats.get("imports") or []),
