@@ -338,6 +338,8 @@ options:
             description:
               - The subject they go to; it may use the source's wildcards as mapping functions, such as
                 V(orders.{{wildcard(1\)}}) or V({{partition(3,1\)}}).
+              - In a playbook, mark a subject with a mapping function C(!unsafe), so that Ansible does not read it as
+                a template.
             type: str
             required: true
           weight:
@@ -424,8 +426,9 @@ EXAMPLES = r"""
           sub: {allow: ["_INBOX.>"]}
           src: ["10.20.0.0/16"]
     mappings:
-      - subject: "readings.legacy.>"
-        to: [{subject: "readings.v2.>"}]
+      - subject: "readings.legacy.*"
+        # readings.v2.{{wildcard(1)}}, escaped so that Ansible does not read it as a template
+        to: [{subject: "readings.v2.{{ '{{' }}wildcard(1){{ '}}' }}"}]
   delegate_to: localhost
 """
 

@@ -169,6 +169,13 @@ def _check_accounts(accounts, exports, default_account, operator, system_account
         listed = item.get("users") or []
         users += _nsc_checked("user", place + ".users", [dict(user, account=params["name"]) for user in listed],
                               lambda user: user.get("name"), operator)
+        roles = [scope.get("role") for scope in params.get("scoped_signing_keys") or []]
+        for number, user in enumerate(listed):
+            role = user.get("signing_role")
+            if role and role not in roles:
+                raise FleetError("%s.users[%d] (%s).signing_role: %r is not a role of the account's "
+                                 "scoped_signing_keys (%s)" % (place, number, user.get("name"), role,
+                                                               ", ".join(roles) if roles else "it has none"))
         admin = item.get("admin_user")
         if admin and admin not in [user.get("name") for user in listed]:
             raise FleetError("%s.admin_user: %r is not one of the account's users" % (place, admin))

@@ -27,10 +27,28 @@ SYS = "A" + "C" * 55
     ({"streams": [{"name": "s", "max_age": "forever"}]}, "nats_streams[0] (s)"),
     ({"accounts": [{"name": "A"}], "streams": [{"name": "s", "account": "B"}]}, "'B' is not in nats_accounts"),
     ({"consumers": [{"stream": "s", "name": "c", "ack_policy": "sometimes"}]}, "nats_consumers[0] (c)"),
+    ({"accounts": [{"name": "A", "jetstream": {"tiers": {"R1": {"disk_max_stream_bytes": "lots"}}}}]},
+     "jetstream.tiers.R1.disk_max_stream_bytes"),
+    ({"accounts": [{"name": "A", "mappings": [{"subject": "a", "to": [{"subject": "b", "weight": 101}]}]}]},
+     "mappings[0] (a).to[0].weight: 101 is not a percentage from 1 to 100"),
+    ({"accounts": [{"name": "A", "users": [{"name": "u", "allowed_connection_types": ["CLIENT"]}]}]},
+     "nats_accounts[0] (A).users[0] (u)"),
+    ({"accounts": [{"name": "A", "scoped_signing_keys": [{"role": "r"}], "users": [
+        {"name": "u", "signing_role": "w"}]}]},
+     "nats_accounts[0] (A).users[0] (u).signing_role: 'w' is not a role of the account's scoped_signing_keys (r)"),
 ])
 def test_check_names_the_item_and_the_field(fleet, message):
     with pytest.raises(_fleet.FleetError, match=re.escape(message)):
         _fleet.check(fleet.get("accounts"), fleet.get("exports"), fleet.get("streams"), fleet.get("consumers"))
+
+
+def test_check_accepts_account_and_user_policy():
+    assert _fleet.check([{"name": "A", "jetstream": {"tiers": {"R1": {"disk_storage": "1GiB", "max_ack_pending": 10}}},
+                          "scoped_signing_keys": [{"role": "r", "template": {"pub": {"allow": ["a.>"]}}}],
+                          "mappings": [{"subject": "a", "to": [{"subject": "b"}]}],
+                          "users": [{"name": "u", "signing_role": "r"},
+                                    {"name": "leaf", "allowed_connection_types": ["LEAFNODE"], "src": ["10.0.0.0/8"]}]}],
+                        []) == 3
 
 
 def test_check_accepts_the_fleet_keys():
