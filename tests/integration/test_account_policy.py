@@ -28,6 +28,22 @@ USERS = [dict(account="TIERED", name="js"),
          dict(account="APP", name="reader", signing_role="reader")]
 
 
+def operator_server(binary, tmp_path, operator, extra="", domain=None):
+    """One server in operator mode (its config with ``extra`` lines), healthy: (Server, its URL). The caller stops
+    it."""
+    port, http = free_port(), free_port()
+    path = str(tmp_path / "operator.conf")
+    with open(path, "w") as handle:
+        handle.write(operator_mode_conf(tmp_path, operator, port, http, domain=domain) + extra)
+    server = Server(binary, path, http)
+    try:
+        server.wait(lambda: server.get("healthz")["status"] == "ok")
+    except AssertionError:
+        server.stop()
+        raise
+    return server, "nats://127.0.0.1:%d" % port
+
+
 @pytest.fixture(scope="module")
 def policy(nats_binary, tmp_path_factory):
     """The accounts and users above, in a store, pushed to one server."""
@@ -36,14 +52,8 @@ def policy(nats_binary, tmp_path_factory):
     base = dict(store_dir=str(tmp_path / "stores"), keys_dir=str(tmp_path / "keys"), operator="fleet")
     operator = run_module("nsc_operator", dict(base, signing_key=True))
     assert operator["changed"], operator
-    port, http = free_port(), free_port()
-    path = str(tmp_path / "policy.conf")
-    with open(path, "w") as handle:
-        handle.write(operator_mode_conf(tmp_path, operator, port, http))
-    server = Server(binary, path, http)
+    server, url = operator_server(binary, tmp_path, operator)
     try:
-        server.wait(lambda: server.get("healthz")["status"] == "ok")
-        url = "nats://127.0.0.1:%d" % port
         push = dict(push=True, servers=[url], timeout=2.0, expected_servers=1)
         accounts = {}
         for account in (TIERED, APP):
@@ -133,8 +143,9 @@ def test_tiered_limits_are_what_the_server_enforces(policy):
     assert made["config"]["max_ack_pending"] == 10
 
 
-def connect(env, user, **options):
-    """Connect as ``user`` and report what happened: 'connected', or the error."""
+def session(env, user, publish=()):
+    """Connect as ``user`` and publish to each subject of ``publish``: ('connected', the errors the server sent
+    back, such as a permissions violation), or ('refused: <why>', [])."""
     async def run():
         errors = []
 
@@ -142,52 +153,52 @@ def connect(env, user, **options):
             errors.append(str(exc))
         try:
             nc = await nats.connect(env["url"], user_credentials=env["creds"][user], allow_reconnect=False,
-                                    connect_timeout=3, max_reconnect_attempts=0, error_cb=on_error, **options)
+                                    connect_timeout=3, max_reconnect_attempts=0, error_cb=on_error)
         except Exception as exc:  # nats-py raises several kinds on a refused connect
-            return "refused: %s %s" % (exc, errors)
-        await nc.close()
-        return "connected"
+            return "refused: %s %s" % (exc, errors), []
+        try:
+            for subject in publish:
+                await nc.publish(subject, b"x")
+            await nc.flush()
+            await asyncio.sleep(0.3 if publish else 0)
+            return "connected", errors
+        finally:
+            await nc.close()
     return asyncio.run(run())
 
 
 def test_users_are_held_to_their_connection_types_and_networks(policy):
     env = policy
-    assert connect(env, "near") == "connected"
-    assert connect(env, "leafonly").startswith("refused"), "a LEAFNODE-only user connected as a client"
-    assert connect(env, "faraway").startswith("refused"), "a user from 10.99.0.0/16 connected from 127.0.0.1"
-    assert "authorization" in connect(env, "leafonly").lower()
+    assert session(env, "near") == ("connected", [])
+    leafonly = session(env, "leafonly")[0]
+    assert leafonly.startswith("refused") and "authorization" in leafonly.lower(), leafonly
+    assert session(env, "faraway")[0].startswith("refused"), "a user from 10.99.0.0/16 connected from 127.0.0.1"
 
 
 def test_a_scoped_user_gets_the_templates_permissions_and_a_mapping_routes(policy):
     env = policy
 
     async def run():
-        errors = []
-
-        async def on_error(exc):
-            errors.append(str(exc))
-        reader = await nats.connect(env["url"], user_credentials=env["creds"]["reader"], allow_reconnect=False,
-                                    error_cb=on_error)
+        reader = await nats.connect(env["url"], user_credentials=env["creds"]["reader"], allow_reconnect=False)
         admin = await nats.connect(env["url"], user_credentials=env["creds"]["admin"], allow_reconnect=False)
         try:
             sub = await reader.subscribe("orders.>")
             await reader.flush()
             await admin.publish("legacy.7", b"routed")  # mapped to orders.7
             await reader.publish("orders.1", b"own")
-            await reader.publish("secret", b"denied")
             await reader.flush()
             got = []
             for _ in range(2):
                 msg = await sub.next_msg(timeout=2)
                 got.append((msg.subject, msg.data))
-            await asyncio.sleep(0.3)
-            return sorted(got), errors
+            return sorted(got)
         finally:
             await admin.close()
             await reader.close()
-    got, errors = asyncio.run(run())
-    assert got == [("orders.1", b"own"), ("orders.7", b"routed")], got
-    assert any("permissions violation" in error.lower() and "secret" in error for error in errors), errors
+    assert asyncio.run(run()) == [("orders.1", b"own"), ("orders.7", b"routed")]
+    outcome, errors = session(env, "reader", ["secret"])
+    assert outcome == "connected" and any(
+        "permissions violation" in error.lower() and "secret" in error for error in errors), errors
 
 
 def test_nsc_info_lists_the_policy_and_a_template_change_reaches_the_role_users(policy):
@@ -209,21 +220,7 @@ def test_nsc_info_lists_the_policy_and_a_template_change_reaches_the_role_users(
     reader = dict(USERS[-1])
     assert run_module("nsc_user", dict(env["base"], **reader))["changed"] is False
 
-    async def publish_secret():
-        errors = []
-
-        async def on_error(exc):
-            errors.append(str(exc))
-        nc = await nats.connect(env["url"], user_credentials=env["creds"]["reader"], allow_reconnect=False,
-                                error_cb=on_error)
-        try:
-            await nc.publish("secret", b"now allowed")
-            await nc.flush()
-            await asyncio.sleep(0.3)
-            return errors
-        finally:
-            await nc.close()
-    assert asyncio.run(publish_secret()) == []
+    assert session(env, "reader", ["secret"]) == ("connected", [])
 
     # off the role: issued again by the account's signing key, with permissions of its own
     off = run_module("nsc_user", dict(env["base"], account="APP", name="reader", permissions=dict(

@@ -13,7 +13,8 @@ import pytest
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.export_claims import account_hash
 
-from conftest import Server, free_port, operator_mode_conf, run_module
+from conftest import run_module
+from test_account_policy import operator_server
 from test_nsc_exports import JS_LIMITS, build_store, client, make_stream, publish, publish_big, settled, \
     stream_messages, wait_for
 
@@ -29,15 +30,8 @@ def v2_server(nats_binary, tmp_path_factory):
                     "test_nsc_exports shows it takes the share's account JWTs and works on the v1 ones" % version)
     tmp_path = tmp_path_factory.mktemp("ackv2")
     base, operator, creds = build_store(run_module, tmp_path, ("EXP", "IMP"))
-    port, http = free_port(), free_port()
-    conf = operator_mode_conf(tmp_path, operator, port, http, domain="hub") + "feature_flags { js_ack_fc_v2: true }\n"
-    path = str(tmp_path / "v2.conf")
-    with open(path, "w") as handle:
-        handle.write(conf)
-    server = Server(binary, path, http)
+    server, url = operator_server(binary, tmp_path, operator, "feature_flags { js_ack_fc_v2: true }\n", domain="hub")
     try:
-        server.wait(lambda: server.get("healthz")["status"] == "ok")
-        url = "nats://127.0.0.1:%d" % port
         push = dict(push=True, servers=[url], timeout=2.0, expected_servers=1)
         publics = {}
         for name in ("EXP", "IMP"):
