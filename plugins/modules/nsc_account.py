@@ -118,7 +118,7 @@ options:
           R1:
             description: Limits of the streams with 1 replica.
             type: dict
-            suboptions:
+            suboptions: &tier_limits
               disk_storage:
                 description: File storage the account may use in the tier.
                 type: raw
@@ -146,59 +146,11 @@ options:
           R3:
             description: Limits of the streams with 3 replicas.
             type: dict
-            suboptions:
-              disk_storage:
-                description: File storage the account may use in the tier.
-                type: raw
-              mem_storage:
-                description: Memory storage the account may use in the tier.
-                type: raw
-              streams:
-                description: Most streams.
-                type: int
-              consumers:
-                description: Most consumers.
-                type: int
-              max_ack_pending:
-                description: Most unacknowledged messages a consumer may allow (its C(max_ack_pending)); claim C(max_ack_pending). Left out, no limit.
-                type: int
-              disk_max_stream_bytes:
-                description: Largest C(max_bytes) a file stream may have (claim C(disk_max_stream_bytes)); a size. Left out, no limit.
-                type: raw
-              mem_max_stream_bytes:
-                description: Largest C(max_bytes) a memory stream may have (claim C(mem_max_stream_bytes)); a size. Left out, no limit.
-                type: raw
-              max_bytes_required:
-                description: Every stream must set C(max_bytes); a stream without it is refused by the server.
-                type: bool
+            suboptions: *tier_limits
           R5:
             description: Limits of the streams with 5 replicas.
             type: dict
-            suboptions:
-              disk_storage:
-                description: File storage the account may use in the tier.
-                type: raw
-              mem_storage:
-                description: Memory storage the account may use in the tier.
-                type: raw
-              streams:
-                description: Most streams.
-                type: int
-              consumers:
-                description: Most consumers.
-                type: int
-              max_ack_pending:
-                description: Most unacknowledged messages a consumer may allow (its C(max_ack_pending)); claim C(max_ack_pending). Left out, no limit.
-                type: int
-              disk_max_stream_bytes:
-                description: Largest C(max_bytes) a file stream may have (claim C(disk_max_stream_bytes)); a size. Left out, no limit.
-                type: raw
-              mem_max_stream_bytes:
-                description: Largest C(max_bytes) a memory stream may have (claim C(mem_max_stream_bytes)); a size. Left out, no limit.
-                type: raw
-              max_bytes_required:
-                description: Every stream must set C(max_bytes); a stream without it is refused by the server.
-                type: bool
+            suboptions: *tier_limits
   limits:
     description: Account limits; left out or V(-1) is unlimited. O(limits.data) and O(limits.payload) are sizes.
     type: dict
