@@ -49,8 +49,15 @@ def nats_server_pruned_keys(conf, version):
 
 
 @_filter
-def nats_server_restart_fingerprint(conf):
-    return sc.restart_fingerprint(conf)
+def nats_server_restart_fingerprint(conf, version=None):
+    return sc.restart_fingerprint(conf, version or None)
+
+
+@_filter
+def nats_server_fingerprint_restart(new, previous):
+    """Whether going from the ``previous`` restart fingerprint to ``new`` needs a restart (a reload is enough when
+    only leaf remotes a 2.14+ server reloads were added or removed)."""
+    return sc.fingerprint_needs_restart(previous, new)
 
 
 @_filter
@@ -198,6 +205,7 @@ class FilterModule(object):
             "nats_server_prune": nats_server_prune,
             "nats_server_pruned_keys": nats_server_pruned_keys,
             "nats_server_restart_fingerprint": nats_server_restart_fingerprint,
+            "nats_server_fingerprint_restart": nats_server_fingerprint_restart,
             "nats_server_listener_conflicts": nats_server_listener_conflicts,
             "to_nats_conf": to_nats_conf,
             "nats_server_arch": nats_server_arch,

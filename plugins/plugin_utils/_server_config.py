@@ -64,7 +64,40 @@ MIN_VERSIONS = {
     # also in 2.11.11 and later 2.11 releases, but not in 2.12.0
     ("gateway", "write_deadline"): (2, 12, 1),
     ("gateway", "write_timeout"): (2, 12, 1),
+    # server/feature_flags.go: the block and its first flags came with 2.14.0
+    ("feature_flags",): (2, 14, 0),
+    ("feature_flags", "js_snapshot_sources"): (2, 15, 0),
+    ("leafnodes", "remotes", "*", "disabled"): (2, 12, 0),
+    ("leafnodes", "remotes", "*", "isolate_leafnode_interest"): (2, 12, 0),
+    ("leafnodes", "remotes", "*", "request_isolation"): (2, 12, 0),
+    ("leafnodes", "remotes", "*", "proxy"): (2, 12, 1),
+    ("leafnodes", "remotes", "*", "ignore_discovered_servers"): (2, 14, 0),
 }
+
+# Of those, the options whose absence changes what a server does (a disabled remote would connect, a proxied one
+# would dial past its proxy): set on a server too old for them, they are refused instead of left out. A false value
+# is the server's default and is left out.
+REFUSED_BELOW = {
+    "disabled", "isolate_leafnode_interest", "request_isolation", "proxy", "ignore_discovered_servers",
+}
+
+# nats-server's feature flags (server/feature_flags.go) and the release that knows each. A server logs a flag it
+# does not know as unsupported and runs without it, so a misspelt flag would do nothing: names not listed here are
+# refused.
+FEATURE_FLAGS = {
+    # the v2 format of JetStream's $JS.ACK and $JS.FC reply subjects (with the domain and the account's hash)
+    "js_ack_fc_v2": (2, 14, 0),
+    # mirrors propose a gap of deleted sequences as one raft entry
+    "js_raft_delete_range": (2, 14, 0),
+    # replicated stream snapshots carry the stream's sourcing state
+    "js_snapshot_sources": (2, 15, 0),
+}
+FEATURE_FLAGS_VAR = "nats_server_feature_flags"
+
+# From 2.14.0 a reload adds and removes leaf remotes (server/reload.go matches them by their URLs, account and
+# credentials); before, any change to the list of remotes but these keys needs a restart.
+RELOAD_REMOTES_SINCE = (2, 14, 0)
+_RELOADABLE_IN_REMOTE = ("tls", "compression", "handshake_first", "disabled")
 
 # The listeners TLS protects (a leaf node's remotes count as "leafnodes", a gateway's connections to other
 # clusters as "gateway"), and the one variable that runs some of them in plaintext.
@@ -392,6 +425,9 @@ def build_config(s):
 
     if s.get("jetstream_enabled", True):
         conf["jetstream"] = _jetstream(s)
+    flags = feature_flags(s.get("feature_flags"))
+    if flags:
+        conf["feature_flags"] = flags
 
     if s.get("cluster_group") or s.get("cluster_routes"):
         cluster = {
@@ -716,6 +752,32 @@ def _jetstream(s):
     return js
 
 
+def feature_flags(value):
+    """The ``feature_flags`` block from ``nats_server_feature_flags`` ({name: true|false}), names sorted; names
+    nats-server does not know and values that are not booleans are refused."""
+    if value in (None, "", {}):
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError("%s: expected a mapping of flag names to true or false (such as {js_ack_fc_v2: true}), "
+                          "got %r" % (FEATURE_FLAGS_VAR, value))
+    flags = {}
+    for name in sorted(value, key=str):
+        if name not in FEATURE_FLAGS:
+            raise ConfigError("%s: unknown feature flag %r (known: %s); nats-server would log it as unsupported and "
+                              "run without it" % (FEATURE_FLAGS_VAR, name, ", ".join(
+                                  "%s (nats-server %s)" % (flag, _dotted(FEATURE_FLAGS[flag]))
+                                  for flag in sorted(FEATURE_FLAGS))))
+        if not isinstance(value[name], bool):
+            raise ConfigError("%s.%s: %r is not a boolean (true turns the flag on, false keeps it off)"
+                              % (FEATURE_FLAGS_VAR, name, value[name]))
+        flags[name] = value[name]
+    return flags
+
+
+def _dotted(version):
+    return ".".join(str(part) for part in version)
+
+
 def _resolver(s):
     """The full account resolver by default, stored beside JetStream."""
     resolver = {"type": "full", "dir": "%s/jwt" % str(s.get("jetstream_store_dir") or "/var/lib/nats-server").rstrip("/"),
@@ -751,10 +813,56 @@ def _remote(s, remote, index, plaintext):
     for key in ("deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"):
         if remote.get(key) not in (None, "", [], {}):
             out[key] = copy.deepcopy(remote[key])
+    websocket = [url for url in urls if str(url).lower().startswith(("ws://", "wss://"))]
+    for key in _REMOTE_FLAGS:
+        if remote.get(key) in (None, ""):
+            continue
+        if not isinstance(remote[key], bool):
+            raise ConfigError("%s.%s: %r is not a boolean" % (where, key, remote[key]))
+        if key.startswith("ws_") and remote[key] and not websocket:
+            raise ConfigError("%s.%s: applies to websocket connections, and none of the remote's urls is a ws:// or "
+                              "wss:// URL" % (where, key))
+        if remote[key]:
+            out[key] = True
+    if remote.get("proxy") not in (None, "", {}):
+        out["proxy"] = _remote_proxy(remote["proxy"], where + ".proxy", urls, websocket)
     tls = _remote_tls(s, remote, plaintext)
     if tls:
         out["tls"] = tls
     return out
+
+
+_PROXY_KEYS = ("url", "username", "password", "timeout")
+
+
+def _remote_proxy(proxy, where, urls, websocket):
+    """A remote's HTTP CONNECT proxy: ``url`` (http:// or https://), ``username`` with ``password``, ``timeout``.
+    nats-server dials only websocket URLs through it, so a remote with another URL is refused."""
+    if not isinstance(proxy, dict):
+        raise ConfigError("%s: expected a mapping ({url, username, password, timeout}), got %r" % (where, proxy))
+    unknown = sorted(set(proxy) - set(_PROXY_KEYS))
+    if unknown:
+        raise ConfigError("%s: unknown option(s) %s (known: %s)" % (where, ", ".join(unknown), ", ".join(_PROXY_KEYS)))
+    url = str(proxy.get("url") or "")
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise ConfigError("%s.url: %r is not an http:// or https:// URL of a proxy" % (where, url))
+    others = [u for u in urls if u not in websocket]
+    if others:
+        raise ConfigError("%s: nats-server sends only websocket connections through a proxy, and %s is not a ws:// "
+                          "or wss:// URL" % (where, _redacted(others[0])))
+    if bool(proxy.get("username")) != bool(proxy.get("password")):
+        raise ConfigError("%s: username and password go together (set both, or neither)" % where)
+    out = {"url": url}
+    for key in ("username", "password"):
+        if proxy.get(key):
+            out[key] = str(proxy[key])
+    if proxy.get("timeout") not in (None, ""):
+        out["timeout"] = check_duration(proxy["timeout"], where + ".timeout")
+    return out
+
+
+def _redacted(url):
+    return re.sub(r"//[^@/]*@", "//***@", str(url))
 
 
 def _remote_tls(s, remote, plaintext):
@@ -781,9 +889,12 @@ def _remote_tls(s, remote, plaintext):
     return tls
 
 
+# the remote's options that are true or left out
+_REMOTE_FLAGS = ("disabled", "ignore_discovered_servers", "isolate_leafnode_interest", "request_isolation",
+                 "ws_compression", "ws_no_masking")
 _REMOTE_KEYS = {"urls", "url", "hub_group", "scheme", "port", "account", "credentials", "credentials_src",
-                "system_account",
-                "tls", "deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"}
+                "system_account", "proxy",
+                "tls", "deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"} | set(_REMOTE_FLAGS)
 
 
 def remote_credentials(config_dir, remote, index):
@@ -849,12 +960,26 @@ def prune_for_version(conf, version):
     """Drop options the given server version does not know. Returns the
     pruned config and the dotted paths that were dropped."""
     version = parse_version(version) if not isinstance(version, tuple) else version
+    _refuse_for_version(conf, version)
     conf = copy.deepcopy(conf)
     dropped = []
     for path, minimum in sorted(MIN_VERSIONS.items()):
         if version < minimum:
             _drop(conf, list(path), [], dropped, minimum)
     return conf, dropped
+
+
+def _refuse_for_version(conf, version):
+    """A ConfigError for a leaf remote option (REFUSED_BELOW) set on a server too old for it."""
+    remotes = _get(conf, ("leafnodes", "remotes")) or []
+    for index, remote in enumerate(remotes):
+        for key in sorted(REFUSED_BELOW):
+            minimum = MIN_VERSIONS[("leafnodes", "remotes", "*", key)]
+            if isinstance(remote, dict) and remote.get(key) not in (None, False, {}) and version < minimum:
+                raise ConfigError("nats_server_leafnode_remotes[%d].%s needs nats-server %s or later, and this host "
+                                  "runs %s; without it the remote would behave otherwise, so the config is not "
+                                  "written (upgrade the server, or remove the option)"
+                                  % (index, key, _dotted(minimum), _dotted(version)))
 
 
 def _drop(node, path, trail, dropped, minimum):
@@ -873,9 +998,12 @@ def _drop(node, path, trail, dropped, minimum):
         _drop(node[head], path[1:], trail + [head], dropped, minimum)
 
 
-def restart_fingerprint(conf):
+def restart_fingerprint(conf, version=None):
     """The part of the config a reload cannot change. If it differs between
-    the running and the new config, the server must restart."""
+    the running and the new config, the server must restart (but see
+    fingerprint_needs_restart: from 2.14.0 the leaf remotes are a mapping,
+    whose added and removed entries a reload takes)."""
+    version = parse_version(version) if isinstance(version, str) and version else version
     fingerprint = {}
     for key, value in conf.items():
         if key in _RELOADABLE_TOP:
@@ -892,16 +1020,69 @@ def restart_fingerprint(conf):
                     fixed["tls"] = {"timeout": value["tls"].get("timeout")}
                 if "remotes" in fixed:
                     # the server matches remotes ignoring the rest of these; changing them reloads
-                    fixed["remotes"] = [
-                        dict({k: v for k, v in r.items() if k not in ("tls", "compression", "handshake_first")},
-                             **({"tls": {"timeout": r["tls"].get("timeout")}} if isinstance(r.get("tls"), dict)
-                                else {}))
-                        for r in fixed["remotes"]
-                    ]
+                    fixed["remotes"] = [_remote_fingerprint(r) for r in fixed["remotes"]]
+                    if version and version >= RELOAD_REMOTES_SINCE:
+                        fixed["remotes"] = {_remote_identity(r): r for r in fixed["remotes"]}
             fingerprint[key] = fixed
         else:
             fingerprint[key] = value
     return fingerprint
+
+
+def _remote_fingerprint(remote):
+    """What of a leaf remote a reload cannot change: all but its tls (of which only the handshake timeout counts),
+    compression and disabled."""
+    fixed = {k: v for k, v in remote.items() if k not in _RELOADABLE_IN_REMOTE}
+    if isinstance(remote.get("tls"), dict):
+        fixed["tls"] = {"timeout": remote["tls"].get("timeout")}
+    return fixed
+
+
+def _remote_identity(remote):
+    """What nats-server tells leaf remotes apart by on a reload (RemoteLeafOpts.name: the URLs, the local account and
+    the credentials file), as a short digest: the URLs may carry a password."""
+    import hashlib
+
+    key = json.dumps([remote.get("urls"), remote.get("account") or "$G", remote.get("credentials") or ""])
+    return "remote-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def fingerprint_needs_restart(previous, new):
+    """Whether the server must restart to go from the fingerprint ``previous`` to ``new`` (JSON text or data): when
+    they differ, except where the only difference is leaf remotes added or removed on a server that reloads them
+    (restart_fingerprint renders those as a mapping). An unreadable or missing previous fingerprint restarts."""
+    try:
+        old = json.loads(previous) if isinstance(previous, (str, bytes)) else previous
+        new = json.loads(new) if isinstance(new, (str, bytes)) else new
+    except ValueError:
+        return True
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return True
+    if old == new:
+        return False
+
+    def remotes(fingerprint):
+        leafnodes = fingerprint.get("leafnodes", {})
+        return leafnodes.get("remotes", {}) if isinstance(leafnodes, dict) else None
+
+    def without_remotes(fingerprint):
+        rest = copy.deepcopy(fingerprint)
+        leafnodes = rest.pop("leafnodes", {})
+        leafnodes.pop("remotes", None)
+        if leafnodes:
+            rest["leafnodes"] = leafnodes
+        return rest
+
+    old_remotes, new_remotes = remotes(old), remotes(new)
+    if isinstance(old_remotes, list) and isinstance(new_remotes, dict):
+        # recorded before the server reloaded remotes (or by an older role): matched the way the server matches them
+        old_remotes = {_remote_identity(r): r for r in old_remotes if isinstance(r, dict)}
+    # no remotes on either side says nothing of the version: a mapping on the other side decides
+    if not (old_remotes or new_remotes) or not isinstance(old_remotes, dict) or not isinstance(new_remotes, dict):
+        return True
+    if without_remotes(old) != without_remotes(new):
+        return True
+    return any(old_remotes[key] != new_remotes[key] for key in set(old_remotes) & set(new_remotes))
 
 
 def _gateway_fingerprint(gateway):
