@@ -1,0 +1,223 @@
+"""Leaf remote options of nats-server 2.12 to 2.15 as the role renders them, run by real servers on loopback: a
+websocket remote through an HTTP CONNECT proxy the test runs, and remotes added and removed by a reload."""
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+
+import pytest
+
+from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
+
+from conftest import free_port
+
+
+def settings(tmp_path, name, **over):
+    s = {"name": name, "inventory_hostname": name, "groups": {}, "hostvars": {}, "config_dir": str(tmp_path),
+         "listen_host": "127.0.0.1", "port": free_port(), "http_host": "127.0.0.1", "http_port": free_port(),
+         "jetstream_enabled": False, "insecure_plaintext": ["all"], "allow_anonymous": True}
+    s.update(over)
+    return s
+
+
+def config(tmp_path, version, name, **over):
+    """The config the role writes for ``version``, and its restart fingerprint."""
+    conf, _dropped = sc.prune_for_version(sc.build_config(settings(tmp_path, name, **over)), version)
+    return conf, sc.restart_fingerprint(conf, version)
+
+
+def newer(version, than):
+    return sc.parse_version(version) >= than
+
+
+def server_check(binary, tmp_path, conf):
+    path = tmp_path / "check.conf"
+    path.write_text(sc.render(conf))
+    return subprocess.run([binary, "-t", "-c", str(path)], capture_output=True, text=True, check=False)
+
+
+EVERY_OPTION = {"url": "ws://127.0.0.1:1", "disabled": True, "ignore_discovered_servers": True,
+                "isolate_leafnode_interest": True, "request_isolation": True, "ws_compression": True,
+                "ws_no_masking": True,
+                "proxy": {"url": "http://127.0.0.1:2", "username": "u", "password": "p", "timeout": "5s"}}
+
+
+def test_every_remote_option_and_feature_flag_passes_the_servers_own_check(nats_binary, tmp_path):
+    binary, version = nats_binary
+    over = dict(leafnode_remotes=[EVERY_OPTION], feature_flags={"js_ack_fc_v2": True, "js_snapshot_sources": True})
+    if not newer(version, (2, 14, 0)):
+        # the oldest server: refused for the remote options, the flags left out
+        with pytest.raises(sc.ConfigError, match=r"nats_server_leafnode_remotes\[0\]\.disabled needs nats-server "
+                                                 r"2\.12\.0 or later, and this host runs %s" % version):
+            config(tmp_path, version, "edge", **over)
+        over["leafnode_remotes"] = [{"url": "ws://127.0.0.1:1", "ws_compression": True, "ws_no_masking": True}]
+    conf, _fp = config(tmp_path, version, "edge", **over)
+    result = server_check(binary, tmp_path, conf)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert ("feature_flags" in conf) is newer(version, (2, 14, 0))
+
+
+class ConnectProxy:
+    """An HTTP CONNECT proxy on loopback: counts the CONNECTs it saw and the credentials they carried, then
+    relays bytes both ways."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.connects = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                client, _addr = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(client,), daemon=True).start()
+
+    def _handle(self, client):
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = client.recv(4096)
+            if not chunk:
+                client.close()
+                return
+            head += chunk
+        head, rest = head.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        method, target, _http = lines[0].split(" ", 2)
+        headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+        self.connects.append((method, target, headers.get("Proxy-Authorization", "")))
+        host, port = target.rsplit(":", 1)
+        upstream = socket.create_connection((host, int(port)), timeout=5)
+        upstream.settimeout(None)
+        client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        if rest:
+            upstream.sendall(rest)
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_websocket_remote_reaches_its_hub_through_an_http_connect_proxy(nats_binary, tmp_path, start_server):
+    binary, version = nats_binary
+    ws_port = free_port()
+    proxy = {"url": "http://127.0.0.1:1", "username": "edge", "password": "proxy-secret", "timeout": "5s"}
+    remote = {"url": "ws://127.0.0.1:%d" % ws_port, "proxy": proxy}
+    if not newer(version, (2, 12, 1)):
+        with pytest.raises(sc.ConfigError, match=r"nats_server_leafnode_remotes\[0\]\.proxy needs nats-server 2\.12\.1"):
+            config(tmp_path, version, "edge", leafnode_remotes=[remote])
+        return
+    relay = ConnectProxy()
+    try:
+        proxy["url"] = "http://127.0.0.1:%d" % relay.port
+        hub, _fp = config(tmp_path, version, "hub", leafnodes_port=free_port(), websocket={"port": ws_port})
+        edge, _fp = config(tmp_path, version, "edge", leafnode_remotes=[remote])
+        assert edge["leafnodes"]["remotes"][0]["proxy"]["url"] == proxy["url"]
+        hub_server = start_server(binary, sc.render(hub), "hub", int(hub["http"].rsplit(":", 1)[1]))
+        edge_server = start_server(binary, sc.render(edge), "edge", int(edge["http"].rsplit(":", 1)[1]))
+        edge_server.wait(lambda: edge_server.get("leafz")["leafnodes"] == 1)
+        assert hub_server.wait(lambda: hub_server.get("leafz")["leafnodes"] == 1)
+        expected_auth = "Basic " + base64.b64encode(b"edge:proxy-secret").decode()
+        assert ("CONNECT", "127.0.0.1:%d" % ws_port, expected_auth) in relay.connects, relay.connects
+    finally:
+        relay.close()
+
+
+def accounts(*names):
+    return {name: {"users": [{"user": name.lower(), "password": "pw-" + name.lower()}]} for name in names}
+
+
+def test_a_remote_added_or_removed_reloads_from_2_14_and_restarts_before(nats_binary, tmp_path, start_server):
+    """The role reloads (same process, a newer config_load_time, the new leaf connection in /leafz) where the
+    server takes it, and restarts where it refuses it: the oldest server refuses the reload."""
+    binary, version = nats_binary
+    leaf_port = free_port()
+    hub, _fp = config(tmp_path, version, "hub", leafnodes_port=leaf_port)
+    url = "nats-leaf://127.0.0.1:%d" % leaf_port
+    ports = dict(port=free_port(), http_port=free_port())
+    a = {"url": url, "account": "A"}
+    b = {"url": url.replace("127.0.0.1", "localhost"), "account": "B"}
+    edge_a, fp_a = config(tmp_path, version, "edge", leafnode_remotes=[a], accounts=accounts("A", "B"), **ports)
+    edge_ab, fp_ab = config(tmp_path, version, "edge", leafnode_remotes=[a, b], accounts=accounts("A", "B"), **ports)
+    reloads = newer(version, sc.RELOAD_REMOTES_SINCE)
+    # what the role decides
+    assert sc.fingerprint_needs_restart(json.dumps(fp_a), fp_ab) is not reloads
+    assert sc.fingerprint_needs_restart(json.dumps(fp_ab), fp_a) is not reloads
+
+    hub_server = start_server(binary, sc.render(hub), "hub", int(hub["http"].rsplit(":", 1)[1]))
+    edge_server = start_server(binary, sc.render(edge_a), "edge", ports["http_port"])
+    edge_server.wait(lambda: edge_server.get("leafz")["leafnodes"] == 1)
+    hub_server.wait(lambda: hub_server.get("leafz")["leafnodes"] == 1)
+    before = edge_server.get("varz")
+    conf_path = str(tmp_path / "edge.conf")
+
+    def reload_to(conf):
+        with open(conf_path, "w") as handle:
+            handle.write(sc.render(conf))
+        loaded = edge_server.get("varz")["config_load_time"]
+        os.kill(edge_server.proc.pid, signal.SIGHUP)
+        edge_server.wait(lambda: edge_server.get("varz")["config_load_time"] != loaded)
+
+    if not reloads:
+        with open(conf_path, "w") as handle:
+            handle.write(sc.render(edge_ab))
+        os.kill(edge_server.proc.pid, signal.SIGHUP)
+        edge_server.wait(lambda: "reload" in open(conf_path + ".log").read().lower())
+        log = open(conf_path + ".log").read()
+        assert "not supported" in log, log[-1500:]
+        assert edge_server.get("varz")["config_load_time"] == before["config_load_time"]
+        assert edge_server.get("leafz")["leafnodes"] == 1
+        return
+
+    reload_to(edge_ab)
+    after = edge_server.wait(lambda: edge_server.get("leafz")["leafnodes"] == 2 and edge_server.get("varz"))
+    assert edge_server.proc.poll() is None and after["start"] == before["start"]
+    assert after["config_load_time"] != before["config_load_time"]
+    leafs = {leaf["account"] for leaf in edge_server.get("leafz")["leafs"]}
+    assert leafs == {"A", "B"}
+    hub_server.wait(lambda: hub_server.get("leafz")["leafnodes"] == 2)
+    # and removed again
+    reload_to(edge_a)
+    edge_server.wait(lambda: edge_server.get("leafz")["leafnodes"] == 1)
+    assert [leaf["account"] for leaf in edge_server.get("leafz")["leafs"]] == ["A"]
+    assert edge_server.get("varz")["start"] == before["start"]
+    # disabled reloads; a remote changed in place otherwise does not, and the role restarts for it
+    edge_off, fp_off = config(tmp_path, version, "edge", leafnode_remotes=[dict(a, disabled=True)],
+                              accounts=accounts("A", "B"), **ports)
+    assert sc.fingerprint_needs_restart(json.dumps(fp_a), fp_off) is False
+    reload_to(edge_off)
+    edge_server.wait(lambda: edge_server.get("leafz")["leafnodes"] == 0)
+    edge_hub, fp_hub = config(tmp_path, version, "edge", leafnode_remotes=[dict(a, deny_imports=["x.>"])],
+                              accounts=accounts("A", "B"), **ports)
+    assert sc.fingerprint_needs_restart(json.dumps(fp_off), fp_hub) is True
+    loaded = edge_server.get("varz")["config_load_time"]
+    with open(conf_path, "w") as handle:
+        handle.write(sc.render(edge_hub))
+    os.kill(edge_server.proc.pid, signal.SIGHUP)
+    edge_server.wait(lambda: "not supported" in open(conf_path + ".log").read())
+    assert edge_server.get("varz")["config_load_time"] == loaded
+
