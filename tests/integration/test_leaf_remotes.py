@@ -175,17 +175,18 @@ def test_a_remote_added_or_removed_reloads_from_2_14_and_restarts_before(nats_bi
     before = edge_server.get("varz")
     conf_path = str(tmp_path / "edge.conf")
 
-    def reload_to(conf):
+    def signal_reload(conf):
         with open(conf_path, "w") as handle:
             handle.write(sc.render(conf))
-        loaded = edge_server.get("varz")["config_load_time"]
         os.kill(edge_server.proc.pid, signal.SIGHUP)
+
+    def reload_to(conf):
+        loaded = edge_server.get("varz")["config_load_time"]
+        signal_reload(conf)
         edge_server.wait(lambda: edge_server.get("varz")["config_load_time"] != loaded)
 
     if not reloads:
-        with open(conf_path, "w") as handle:
-            handle.write(sc.render(edge_ab))
-        os.kill(edge_server.proc.pid, signal.SIGHUP)
+        signal_reload(edge_ab)
         edge_server.wait(lambda: "reload" in open(conf_path + ".log").read().lower())
         log = open(conf_path + ".log").read()
         assert "not supported" in log, log[-1500:]
@@ -215,9 +216,6 @@ def test_a_remote_added_or_removed_reloads_from_2_14_and_restarts_before(nats_bi
                               accounts=accounts("A", "B"), **ports)
     assert sc.fingerprint_needs_restart(json.dumps(fp_off), fp_hub) is True
     loaded = edge_server.get("varz")["config_load_time"]
-    with open(conf_path, "w") as handle:
-        handle.write(sc.render(edge_hub))
-    os.kill(edge_server.proc.pid, signal.SIGHUP)
+    signal_reload(edge_hub)
     edge_server.wait(lambda: "not supported" in open(conf_path + ".log").read())
     assert edge_server.get("varz")["config_load_time"] == loaded
-
