@@ -49,6 +49,12 @@ def nats_server_pruned_keys(conf, version):
 
 
 @_filter
+def nats_server_version_problems(conf, version):
+    """The leaf remote options set for a server version too old for them, as messages."""
+    return sc.version_problems(conf, version)
+
+
+@_filter
 def nats_server_restart_fingerprint(conf, version=None):
     return sc.restart_fingerprint(conf, version or None)
 
@@ -205,6 +211,7 @@ class FilterModule(object):
             "nats_server_prune": nats_server_prune,
             "nats_server_pruned_keys": nats_server_pruned_keys,
             "nats_server_restart_fingerprint": nats_server_restart_fingerprint,
+            "nats_server_version_problems": nats_server_version_problems,
             "nats_server_fingerprint_restart": nats_server_fingerprint_restart,
             "nats_server_listener_conflicts": nats_server_listener_conflicts,
             "to_nats_conf": to_nats_conf,

@@ -969,17 +969,31 @@ def prune_for_version(conf, version):
     return conf, dropped
 
 
-def _refuse_for_version(conf, version):
-    """A ConfigError for a leaf remote option (REFUSED_BELOW) set on a server too old for it."""
+def version_problems(conf, version):
+    """Messages for the leaf remote options (REFUSED_BELOW) set for a server too old for them; none when the version
+    cannot be read (the config is checked again for the version installed)."""
+    if not isinstance(version, tuple):
+        version = _versions.parse_version(version) if version else None
+    if version is None:
+        return []
+    problems = []
     remotes = _get(conf, ("leafnodes", "remotes")) or []
     for index, remote in enumerate(remotes):
         for key in sorted(REFUSED_BELOW):
             minimum = MIN_VERSIONS[("leafnodes", "remotes", "*", key)]
             if isinstance(remote, dict) and remote.get(key) not in (None, False, {}) and version < minimum:
-                raise ConfigError("nats_server_leafnode_remotes[%d].%s needs nats-server %s or later, and this host "
-                                  "runs %s; without it the remote would behave otherwise, so the config is not "
-                                  "written (upgrade the server, or remove the option)"
-                                  % (index, key, _dotted(minimum), _dotted(version)))
+                problems.append("nats_server_leafnode_remotes[%d].%s needs nats-server %s or later, and this host "
+                                "runs %s; without it the remote would behave otherwise, so the config is not "
+                                "written (upgrade the server, or remove the option)"
+                                % (index, key, _dotted(minimum), _dotted(version)))
+    return problems
+
+
+def _refuse_for_version(conf, version):
+    """A ConfigError for a leaf remote option (REFUSED_BELOW) set on a server too old for it."""
+    problems = version_problems(conf, version)
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 def _drop(node, path, trail, dropped, minimum):

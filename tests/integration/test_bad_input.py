@@ -651,6 +651,12 @@ ROLE_ROWS = [
      "clients would connect without authenticating"),
     ("role-remote-insecure", dict(nats_server_leafnode_remotes=[dict(REMOTE, tls={"insecure": True})]),
      "the hub's certificate is always verified"),
+    ("role-remote-option-too-new", dict(nats_server_install_method="archive", nats_server_version="2.12.4",
+                                        nats_server_leafnode_remotes=[dict(REMOTE, ignore_discovered_servers=True)]),
+     "nats_server_leafnode_remotes[0].ignore_discovered_servers needs nats-server 2.14.0 or later, and this host "
+     "runs 2.12.4"),
+    ("role-feature-flag-unknown", dict(nats_server_feature_flags={"js_ack_v2": True}),
+     "nats_server_feature_flags: unknown feature flag 'js_ack_v2'"),
 ]
 # every host of those rows names a certificate, a key and a CA on the host (the role reads none in its checks),
 # and lets clients in without credentials

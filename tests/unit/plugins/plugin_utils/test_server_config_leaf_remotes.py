@@ -201,3 +201,13 @@ def test_a_fingerprint_recorded_as_a_list_is_matched_remote_by_remote():
     assert sc.fingerprint_needs_restart(old, fingerprint("2.15.1", [A])) is False
     assert sc.fingerprint_needs_restart(old, fingerprint("2.15.1", [A, B])) is False
     assert sc.fingerprint_needs_restart(old, fingerprint("2.15.1", [dict(A, hub=True)])) is True
+
+
+def test_version_problems_name_every_remote_option_a_version_is_too_old_for():
+    conf = sc.build_config(settings(leafnode_remotes=[{"url": HUB_WS, "disabled": True, "proxy": {"url": "http://p:1"}},
+                                                      {"url": HUB_WS, "account": "B", "ignore_discovered_servers": True}]))
+    problems = sc.version_problems(conf, "nats-server: v2.12.0")
+    assert [p.split(" needs")[0] for p in problems] == ["nats_server_leafnode_remotes[0].proxy",
+                                                         "nats_server_leafnode_remotes[1].ignore_discovered_servers"]
+    assert sc.version_problems(conf, "2.14.0") == []
+    assert sc.version_problems(conf, "") == [] and sc.version_problems(conf, "not a version") == []
