@@ -207,7 +207,7 @@ def test_version_problems_name_every_remote_option_a_version_is_too_old_for():
     conf = sc.build_config(settings(leafnode_remotes=[{"url": HUB_WS, "disabled": True, "proxy": {"url": "http://p:1"}},
                                                       {"url": HUB_WS, "account": "B", "ignore_discovered_servers": True}]))
     problems = sc.version_problems(conf, "nats-server: v2.12.0")
-    assert [p.split(" needs")[0] for p in problems] == ["nats_server_leafnode_remotes[0].proxy",
-                                                         "nats_server_leafnode_remotes[1].ignore_discovered_servers"]
+    named = ["nats_server_leafnode_remotes[0].proxy", "nats_server_leafnode_remotes[1].ignore_discovered_servers"]
+    assert [p.split(" needs")[0] for p in problems] == named
     assert sc.version_problems(conf, "2.14.0") == []
     assert sc.version_problems(conf, "") == [] and sc.version_problems(conf, "not a version") == []
