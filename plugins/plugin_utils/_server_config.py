@@ -814,6 +814,9 @@ def _remote(s, remote, index, plaintext):
         if remote.get(key) not in (None, "", [], {}):
             out[key] = copy.deepcopy(remote[key])
     websocket = [url for url in urls if str(url).lower().startswith(("ws://", "wss://"))]
+    if websocket and len(websocket) < len(urls):
+        raise ConfigError("%s: websocket (ws://, wss://) and other urls in one remote; nats-server refuses the mix, "
+                          "give each kind a remote of its own" % where)
     for key in _REMOTE_FLAGS:
         if remote.get(key) in (None, ""):
             continue

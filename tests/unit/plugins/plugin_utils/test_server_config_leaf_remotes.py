@@ -121,6 +121,8 @@ def test_websocket_remotes_from_a_hub_group():
 @pytest.mark.parametrize("remote, message", [
     ({"url": "nats-leaf://hub:7422", "ws_compression": True},
      r"nats_server_leafnode_remotes\[0\]\.ws_compression: applies to websocket connections"),
+    ({"urls": [HUB_WS, "nats-leaf://hub:7422"]},
+     r"nats_server_leafnode_remotes\[0\]: websocket \(ws://, wss://\) and other urls in one remote"),
     ({"url": HUB_WS, "disabled": "yes"}, r"nats_server_leafnode_remotes\[0\]\.disabled: 'yes' is not a boolean"),
     ({"url": "nats-leaf://u:pw@hub:7422", "proxy": {"url": "http://proxy:3128"}},
      r"nats_server_leafnode_remotes\[0\]\.proxy: nats-server sends only websocket connections through a proxy, "
