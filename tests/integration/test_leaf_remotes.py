@@ -7,13 +7,15 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 
 import pytest
+import yaml
 
 from ansible_collections.nats_edge.fleet.plugins.plugin_utils import _server_config as sc
 
-from conftest import free_port
+from conftest import COLLECTIONS, ROOT, free_port
 
 
 def settings(tmp_path, name, **over):
@@ -219,3 +221,52 @@ def test_a_remote_added_or_removed_reloads_from_2_14_and_restarts_before(nats_bi
     signal_reload(edge_hub)
     edge_server.wait(lambda: "not supported" in open(conf_path + ".log").read())
     assert edge_server.get("varz")["config_load_time"] == loaded
+
+
+ROLE_VARS = os.path.join(ROOT, "roles", "nats_server", "vars", "main.yml")
+
+
+def test_the_role_reloads_for_remotes_added_and_restarts_for_a_remote_changed(tmp_path):
+    """The role's own decision (vars/main.yml) over the host's state: a fingerprint written this run restarts only
+    where fingerprint_restart says so; one newer than the config the server loaded (a run stopped before its
+    restart) restarts; a reload's load time past the fingerprint's mtime leaves it be."""
+    role_vars = yaml.safe_load(open(ROLE_VARS))
+    a, b = {"urls": ["nats-leaf://hub-1:7422"]}, {"urls": ["nats-leaf://hub-2:7422"]}
+    cases = {
+        "added": (150, True, {"leafnodes": {"remotes": {"r-a": a}}}, {"leafnodes": {"remotes": {"r-a": a, "r-b": b}}},
+                  (False, True)),
+        "changed": (150, True, {"leafnodes": {"remotes": {"r-a": a}}},
+                    {"leafnodes": {"remotes": {"r-a": dict(a, hub=True)}}}, (True, True)),
+        "interrupted": (250, False, {}, {}, (True, False)),
+        "reloaded-before": (150, False, {}, {}, (False, False)),
+    }
+    plays = []
+    for name, (mtime, written, old, new, _expected) in sorted(cases.items()):
+        play_vars = {key: role_vars[key] for key in ("_nats_server_wants_restart", "_nats_server_wants_reload")}
+        play_vars.update({
+            "_nats_server_was_up": True, "_nats_server_up_already": True, "_nats_server_live": True,
+            "_nats_server_stale_process": False, "_nats_server_binary_changed": False,
+            "_nats_server_serves_stale_cert": False, "_nats_server_restart_files": [], "_nats_server_reload_files": [],
+            "_nats_server_fingerprint_file": "/etc/nats-server/restart-fingerprint.json",
+            "_nats_server_live_mtimes": {"/etc/nats-server/restart-fingerprint.json": mtime},
+            "_nats_server_live_started_at": 100, "_nats_server_live_loaded_at": 200,
+            "_nats_server_env_written": {}, "_nats_server_unit_written": {}, "_nats_server_creds_files": {},
+            "_nats_server_operator_written": {}, "_nats_server_tls_written": {},
+            "_nats_server_config_written": {"changed": written}, "_nats_server_fingerprint_written": {"changed": written},
+            "_nats_server_fingerprint": json.dumps(new) + "\n",
+            "_nats_server_previous_fingerprint": {"content": base64.b64encode(json.dumps(old).encode()).decode()},
+        })
+        plays.append({"hosts": "localhost", "gather_facts": False, "vars": play_vars, "tasks": [{"debug": {
+            "msg": name + " {{ _nats_server_wants_restart | bool }} {{ _nats_server_wants_reload | bool }}"}}]})
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(plays))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           "-c", "local", str(tmp_path / "play.yml")], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    report = json.loads(proc.stdout[proc.stdout.index("{"):])
+    seen = {}
+    for play in report["plays"]:
+        name, restart, reload_ = play["tasks"][0]["hosts"]["localhost"]["msg"].split()
+        seen[name] = (restart == "True", reload_ == "True")
+    assert seen == {name: case[4] for name, case in cases.items()}
