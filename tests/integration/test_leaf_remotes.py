@@ -82,6 +82,12 @@ class ConnectProxy:
             threading.Thread(target=self._handle, args=(client,), daemon=True).start()
 
     def _handle(self, client):
+        try:
+            self._relay(client)
+        except OSError:
+            client.close()
+
+    def _relay(self, client):
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = client.recv(4096)
