@@ -83,3 +83,80 @@ def infer_version(account=None, configs=(), account_keys=(), config_keys=(), kep
         if shows_2_10(config, config_keys, kept):
             found.append((V2_10, False))
     return max(found) if found else (V2_9, False)
+
+
+# --------------------------------------------------------------------------
+# downgrades: the JetStream API level a stream or consumer needs
+
+# The first release of each JetStream API level, to the patch release (nats-server's JSApiLevel): 2.12.5 raised
+# the level to 3 inside the 2.12 series; there is no 2.13 release. A downgrade compares with this table, so it
+# must not round a level down to the minor release as the inference above may.
+LEVEL_RELEASES = ((1, (2, 11, 0)), (2, (2, 12, 0)), (3, (2, 12, 5)), (4, (2, 14, 0)), (5, (2, 15, 0)))
+REQUIRED_LEVEL_KEY = SERVER_METADATA_PREFIX + "req.level"
+
+
+def version_text(version):
+    return ".".join(str(part) for part in version)
+
+
+def version_level(version):
+    """The JetStream API level a release runs: 0 before 2.11 (no levels)."""
+    level = 0
+    for floor, first in LEVEL_RELEASES:
+        if tuple(version) >= first:
+            level = floor
+    return level
+
+
+def required_level(config):
+    """The API level a stream or consumer config needs (``_nats.req.level``, stamped by 2.11 and newer); 0 when
+    it carries none. A stamp that is not a whole number is taken as a level above every known one."""
+    value = ((config or {}).get("metadata") or {}).get(REQUIRED_LEVEL_KEY)
+    if value in (None, ""):
+        return 0
+    try:
+        return max(int(str(value).strip()), 0)
+    except ValueError:
+        return LEVEL_RELEASES[-1][0] + 1
+
+
+def level_release(level, running=None):
+    """The oldest release that runs assets of API ``level``: None for 0. A level newer than the table knows is
+    taken to need the newest: the version of the server that holds the asset (``running``) when it is newer than
+    the table's last release, else a release after that one."""
+    if level <= 0:
+        return None
+    for floor, first in LEVEL_RELEASES:
+        if floor >= level:
+            return first
+    newest = LEVEL_RELEASES[-1][1]
+    if running and tuple(running) > newest:
+        return tuple(running)
+    return (newest[0], newest[1] + 1, 0)
+
+
+def downgrade_refusals(assets, target, running=None):
+    """The assets a server at ``target`` (a version tuple) cannot run, each
+    ``dict(account, stream, consumer, level, needs)`` (``needs`` the oldest release as text), in the order given.
+    ``assets``: dicts with ``account``, ``stream``, ``consumer`` (None for a stream) and ``config``; ``running``:
+    the version of the server that holds them."""
+    refused = []
+    for asset in assets or ():
+        level = required_level(asset.get("config"))
+        needs = level_release(level, running)
+        if needs and tuple(target) < needs:
+            refused.append(dict(account=asset.get("account"), stream=asset.get("stream"),
+                                consumer=asset.get("consumer"), level=level, needs=version_text(needs)))
+    return refused
+
+
+def refusal_message(refused, target):
+    """One sentence naming every refused asset, its level and the release it needs, and the target."""
+    parts = []
+    for item in refused:
+        what = "account %s stream %s" % (item["account"], item["stream"])
+        if item.get("consumer"):
+            what += " consumer %s" % item["consumer"]
+        parts.append("%s needs JetStream API level %d (nats-server %s or newer)" % (what, item["level"], item["needs"]))
+    return "nats-server %s runs JetStream API level %d and would put offline: %s" % (
+        version_text(target), version_level(target), "; ".join(parts))
