@@ -120,13 +120,15 @@ def test_the_one_letter_check_finds_a_pair():
 
 
 def test_the_unit_tests_mirror_the_plugins():
-    """tests/unit/plugins/<dir>/test_<name>.py tests plugins/<dir>/<name>.py (or _<name>.py)."""
+    """tests/unit/plugins/<dir>/test_<name>.py tests plugins/<dir>/<name>.py (or _<name>.py); a plugin with more than
+    one test file names the others test_<name>_<topic>.py."""
     base = os.path.join(ROOT, "tests", "unit", "plugins")
     tests = glob.glob(os.path.join(base, "**", "test_*.py"), recursive=True)
     assert len(tests) > 10
     for path in tests:
         folder = os.path.relpath(os.path.dirname(path), base)
-        name = os.path.basename(path)[len("test_"):]
-        candidates = [os.path.join(ROOT, "plugins", folder, prefix + name) for prefix in ("", "_")]
-        assert any(os.path.exists(c) for c in candidates), "%s tests no file of plugins/%s" % (
-            os.path.relpath(path, ROOT), folder)
+        name = os.path.basename(path)[len("test_"):-len(".py")]
+        plugins = [os.path.basename(p)[:-len(".py")].lstrip("_")
+                   for p in glob.glob(os.path.join(ROOT, "plugins", folder, "*.py"))]
+        assert any(name == plugin or name.startswith(plugin + "_") for plugin in plugins if plugin), (
+            "%s tests no file of plugins/%s" % (os.path.relpath(path, ROOT), folder))
