@@ -164,6 +164,37 @@ options:
   rate_limit_bps:
     description: Push consumers. Delivery rate limit in bits per second; V(0) for none.
     type: int
+  priority_groups:
+    description:
+      - Pull consumers. The priority groups a pull request names (each 1 to 16 letters, digits, C(-), C(_), C(/) or
+        C(=)); needs O(priority_policy). Needs nats-server 2.11 or later.
+    type: list
+    elements: str
+  priority_policy:
+    description:
+      - Pull consumers. How the groups of O(priority_groups) share the messages. V(pinned_client) delivers to one pinned
+        client until it stops pulling for O(priority_timeout); V(overflow) only to requests that set a minimum of
+        pending or unacknowledged messages; V(prioritized) to the requests with the lowest priority first (nats-server
+        2.12 or later). V(none) for no groups. Needs nats-server 2.11 or later.
+    type: str
+    choices: [none, overflow, pinned_client, prioritized]
+  priority_timeout:
+    description:
+      - Pull consumers. With O(priority_policy=pinned_client), how long a pinned client may go without pulling before
+        another one is pinned, like V(2m). Needs nats-server 2.11 or later.
+    type: raw
+  pause_until:
+    description:
+      - Pause the consumer until this time (RFC 3339, like V(2026-12-01T06:00:00Z)); it delivers nothing until then.
+      - A consumer that exists is paused (or its pause moved) in place with the server's pause request, not
+        recreated. A pause whose time has passed counts as no pause, so later runs stay unchanged.
+      - Needs nats-server 2.11 or later.
+    type: str
+  paused:
+    description:
+      - V(false) resumes a paused consumer now (leave O(pause_until) unset); V(true) only states that O(pause_until) is
+        a pause and needs it. Unset, a declared O(pause_until) pauses and a consumer's pause is otherwise left as it is.
+    type: bool
 notes:
   - Requests use C(CONSUMER.CREATE.<stream>.<name>), which nats-server 2.9.10 and newer answer;
     from 2.10 the request says whether it creates or updates, so a run never overwrites a consumer

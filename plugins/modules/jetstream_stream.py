@@ -230,6 +230,42 @@ options:
             - Leave a delete marker with this lifetime when max age removes the last message of a subject,
               as a duration (see O(max_age)), at least 1 second. Not with O(mirror). Needs nats-server 2.11 or later.
           type: raw
+        persist_mode:
+          description:
+            - How writes reach the disk. V(default) as the server's C(sync_interval) says; V(async) acknowledges before
+              the write is flushed (faster, and messages acknowledged in the last moments before a crash can be lost).
+              V(async) needs file storage and one replica, and not O(allow_atomic). Cannot change on a live stream.
+              Needs nats-server 2.12 or later.
+          type: str
+          choices: [default, async]
+        allow_msg_counter:
+          description:
+            - Make the stream a distributed counter (C(Nats-Incr) headers). Only with O(retention=limits), not with
+              O(discard=new), O(allow_msg_ttl), O(subject_delete_marker_ttl), O(allow_msg_schedules) or O(mirror).
+              Cannot change on a live stream. Needs nats-server 2.12 or later.
+          type: bool
+        allow_atomic:
+          description:
+            - Accept atomic batch publishes (all messages of a batch stored, or none). Not with O(mirror) or
+              O(persist_mode=async). Needs nats-server 2.12 or later.
+          type: bool
+        allow_msg_schedules:
+          description:
+            - Accept scheduled messages (C(Nats-Schedule) headers). Needs O(allow_rollup) (left unset or V(true)); not
+              with O(discard=new), O(deny_purge), O(mirror), O(sources) or O(allow_msg_counter). Once set on a live stream
+              it cannot be unset. Needs nats-server 2.12 or later.
+          type: bool
+        allow_batched:
+          description:
+            - Accept fast batch publishes. Not with O(mirror). Needs nats-server 2.14 or later.
+          type: bool
+        sealed:
+          description:
+            - Seal the stream - no more messages, deletes or purges, and limits that no longer remove anything. Only
+              on a stream that exists (nats-server refuses to create one sealed; create it first, seal it in a later
+              run), and never undone. The server then sets O(max_age) to 0, O(discard) to V(new), O(deny_delete) and
+              O(deny_purge) on and O(allow_rollup) off; leave those unset or at those values.
+          type: bool
         metadata:
           description:
             - String keys and values stored with the stream. Compared as a whole, so keys not listed are removed;
@@ -403,8 +439,8 @@ notes:
     placement is not checked."
   - "Changes refused on a live stream, as the servers answer them (verified on 2.9.10, 2.10.26, 2.11.11, 2.12.8,
     2.14.6 and 2.15.1): O(storage) never; O(retention) never on 2.9, never to or from V(workqueue) on any;
-    O(max_consumers) before 2.12; O(republish) on 2.9; O(deny_delete), O(deny_purge) and O(allow_msg_ttl)
-    once set; O(mirror) never changed or added, removed (promotion) from 2.12 on."
+    O(max_consumers) before 2.12; O(republish) on 2.9; O(deny_delete), O(deny_purge), O(allow_msg_ttl),
+    O(allow_msg_schedules) and O(sealed) once set; O(persist_mode) and O(allow_msg_counter) never; O(mirror) never changed or added, removed (promotion) from 2.12 on."
   - The server's version comes from the stream itself (the metadata 2.11 and later add, or the fields a
     server writes), and for a new stream that uses options of 2.10 or later from the account info of the domain.
   - After every change the server's view of the stream (its reply) is checked; an option the server did not take as asked fails the task,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_model import (
-    ACK_POLICIES, FIELDS, ConsumerInputError, ImmutableChange, actual_config, check_name, desired_config, display,
-    domain_version, duration_warnings, filter_warnings, merged_config, plan, request_body)
+    ACK_POLICIES, FIELDS, PAUSE, PRIORITY_POLICIES, ConsumerInputError, ImmutableChange, actual_config, check_name,
+    desired_config, display, domain_version, duration_warnings, filter_warnings, merged_config, plan, request_body)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JS_CONSUMER_NOT_FOUND, JetStreamError, NatsClientError)
 
@@ -49,6 +49,11 @@ ARGUMENT_SPEC = dict(
     flow_control=dict(type="bool"),
     idle_heartbeat=_DURATION,
     rate_limit_bps=dict(type="int"),
+    priority_groups=dict(type="list", elements="str"),
+    priority_policy=dict(type="str", choices=list(PRIORITY_POLICIES)),
+    priority_timeout=_DURATION,
+    pause_until=dict(type="str"),
+    paused=dict(type="bool"),
 )
 
 
@@ -116,7 +121,7 @@ class ConsumerManager(object):
         check_mode = self.module.check_mode
         subject = "CONSUMER.CREATE.%s.%s" % (self.stream, self.name)
         reply = None
-        if decided.action in ("create", "update"):
+        if decided.action in ("create", "update") and decided.config is not None:
             reply = self._send(subject, request_body(self.stream, decided.config, version, decided.action),
                                decided)
         elif decided.action == "recreate":
@@ -127,11 +132,16 @@ class ConsumerManager(object):
                 self._restore(current_config, version, exc)
         elif decided.action == "delete":
             self._send("CONSUMER.DELETE.%s.%s" % (self.stream, self.name), None, decided)
+        if decided.pause is not None:
+            self._send("CONSUMER.PAUSE.%s.%s" % (self.stream, self.name), decided.pause, decided)
+            reply = None if check_mode else self._consumer_info()  # the pause reply holds no config
 
         if decided.action == "delete":
             after = {}
         elif check_mode and decided.config is not None:
             after = {"stream_name": self.stream, "name": self.name, "config": decided.config}
+        elif check_mode and decided.pause is not None:
+            after = _paused(current, decided.pause)
         else:
             after = dict((k, v) for k, v in (reply or current or {}).items() if k != "type")
         return self._result(decided.action, decided.changed, current, after, desired, decided)
@@ -196,6 +206,17 @@ class ConsumerManager(object):
             return {"before": {}, "after": display(_set_only(actual_config(decided.config)))}
         return {"before": display(dict((f, actual.get(f)) for f in changed)),
                 "after": display(dict((f, desired[f]) for f in changed))}
+
+
+def _paused(current, pause):
+    """Check mode: the consumer as a CONSUMER.PAUSE with ``pause`` would leave it."""
+    after = dict((k, v) for k, v in current.items() if k not in ("type", "paused", "pause_remaining"))
+    config = dict(after.get("config") or {})
+    config.pop(PAUSE, None)
+    if pause.get(PAUSE):
+        config[PAUSE] = pause[PAUSE]
+    after["config"] = config
+    return after
 
 
 def _set_only(canonical):

@@ -11,22 +11,26 @@ the module fetches, this decides, the module sends.
 from __future__ import annotations
 
 import copy
+import re
+import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._diff import differences
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._items import is_copy
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.fields import Field, by_name
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import (
-    bare_seconds_warning, check_name as check_token, check_subject, format_duration, subjects_collide)
+    bare_seconds_warning, check_name as check_token, check_subject, epoch_seconds, format_duration, subjects_collide)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import infer_version
 
 PULL, PUSH = "pull", "push"
 NANOS = 1000000000
-V2_10, V2_14 = (2, 10), (2, 14)
+V2_10, V2_11, V2_12, V2_14 = (2, 10), (2, 11), (2, 12), (2, 14)
 
 DELIVER_POLICIES = ("all", "last", "new", "by_start_sequence", "by_start_time", "last_per_subject")
 ACK_POLICIES = ("explicit", "all", "none", "flow_control")
 REPLAY_POLICIES = ("instant", "original")
+PRIORITY_POLICIES = ("none", "overflow", "pinned_client", "prioritized")
+_GROUP_NAME = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")  # server/consumer.go, validGroupName
 
 
 class ConsumerInputError(NatsEdgeError, ValueError):
@@ -74,9 +78,25 @@ FIELDS = [
     Field("flow_control", "bool", mode=PUSH, immutable=True),
     Field("idle_heartbeat", "duration", mode=PUSH, immutable=True),
     Field("rate_limit_bps", "int", mode=PUSH),
+    # nats-server 2.11: priority groups of pull consumers (prioritized: 2.12) and pausing
+    Field("priority_groups", "list", mode=PULL, since=V2_11, convert=lambda value: _groups(value)),
+    Field("priority_policy", "choice", mode=PULL, since=V2_11, choices=PRIORITY_POLICIES, default="none"),
+    Field("priority_timeout", "duration", mode=PULL, since=V2_11),
+    Field("pause_until", "time", since=V2_11),
 ]
 BY_NAME = by_name(FIELDS)
 _START = {"by_start_sequence": "opt_start_seq", "by_start_time": "opt_start_time"}
+PAUSE = "pause_until"  # not part of an update: CONSUMER.PAUSE.<stream>.<name> pauses and resumes a live consumer
+
+
+def _groups(value):
+    for group in value:
+        if not isinstance(group, str) or not _GROUP_NAME.match(group):
+            raise ValueError("%r is not a group name (1 to 16 of the characters A-Z, a-z, 0-9, /, _, = and -)"
+                             % (group,))
+    if len(set(value)) != len(value):
+        raise ValueError("lists a group twice")
+    return list(value)
 
 
 # -- names, versions ------------------------------------------------------------------------------
@@ -163,6 +183,13 @@ def desired_config(params):
     for name in ("max_batch", "rate_limit_bps", "num_replicas", "opt_start_seq"):
         if desired.get(name) is not None and desired[name] < 0:
             raise ConsumerInputError(name, "%r is negative" % desired[name])
+    paused = params.get("paused")
+    if paused is False:
+        if params.get(PAUSE) is not None:
+            raise ConsumerInputError("paused", "false resumes the consumer: leave pause_until unset")
+        desired[PAUSE] = ""
+    elif paused and params.get(PAUSE) is None:
+        raise ConsumerInputError("paused", "true needs pause_until (nats-server pauses a consumer until a time)")
     return desired
 
 
@@ -256,6 +283,7 @@ def check_config(config, version, desired=None):
         _check_flow_control_acks(config, desired, version)
     elif config.get("flow_control") and not config.get("idle_heartbeat"):
         raise ConsumerInputError("flow_control", "needs idle_heartbeat too")
+    _check_priority(config, version)
     if policy == "last_per_subject" and not (config.get("filter_subject") or config.get("filter_subjects")):
         raise ConsumerInputError("deliver_policy", "last_per_subject needs a filter_subject or filter_subjects")
     backoff = config.get("backoff") or []
@@ -272,6 +300,21 @@ def check_config(config, version, desired=None):
                                                 "%s the number of steps" % (
                                                     len(backoff), max_deliver, version_text(version),
                                                     "at least" if version >= V2_10 else "above"))
+
+
+def _check_priority(config, version):
+    """Priority groups (nats-server 2.11; the policy prioritized 2.12): the server's rules."""
+    policy = config.get("priority_policy") or "none"
+    if policy == "none":
+        for option in ("priority_groups", "priority_timeout"):
+            if config.get(option):
+                raise ConsumerInputError(option, "needs a priority_policy (overflow, pinned_client or prioritized)")
+        return
+    if not config.get("priority_groups"):
+        raise ConsumerInputError("priority_policy", "%s needs priority_groups" % policy)
+    if policy == "prioritized" and version < V2_12:
+        raise ConsumerInputError("priority_policy", "prioritized needs nats-server %s or newer; these servers run %s"
+                                 % (version_text(V2_12), version_text(version)))
 
 
 def _check_flow_control_acks(config, desired, version):
@@ -312,12 +355,25 @@ def immutable_reason(field_name, before, after, version):
 
 
 def changed_fields(desired, actual):
-    """Option names whose desired value differs from the server's (only what the user set)."""
-    compared = dict((k, v) for k, v in desired.items() if k != "metadata")
+    """Option names whose desired value differs from the server's (only what the user set; not the pause)."""
+    compared = dict((k, v) for k, v in desired.items() if k not in ("metadata", PAUSE))
     changed = differences(compared, actual, set_like=("filter_subjects",))
     if "metadata" in desired and desired["metadata"] != actual.get("metadata", {}):
         changed.append("metadata")
     return sorted(changed)
+
+
+def pause_differs(wanted, current, now):
+    """Whether the pause of a live consumer (``current``, its canonical ``pause_until`` or "") must change to be
+    ``wanted`` (a canonical time, "" for resumed, None when not declared). A pause whose time has passed is no
+    pause: a consumer paused until then and one not paused both match it, so runs stay idempotent over time."""
+    if wanted is None or wanted == current:
+        return False
+    return _pausing(wanted, now) or _pausing(current, now)
+
+
+def _pausing(pause_until, now):
+    return bool(pause_until) and epoch_seconds(pause_until) > now
 
 
 def display(config):
@@ -326,46 +382,65 @@ def display(config):
 
 
 class Plan(object):
-    """What one run does: ``action`` is none, create, update, recreate or delete."""
+    """What one run does: ``action`` is none, create, update, recreate or delete. ``config`` is the config a
+    CONSUMER.CREATE sends (None when only the pause changes); ``pause`` the body of a CONSUMER.PAUSE to send after
+    it (None: none)."""
 
-    def __init__(self, action, changed=(), immutable=None, config=None):
+    def __init__(self, action, changed=(), immutable=None, config=None, pause=None):
         self.action = action
         self.changed = list(changed)
         self.immutable = immutable or {}
         self.config = config
+        self.pause = pause
 
     @property
     def changes(self):
         return self.action != "none"
 
 
-def plan(name, state, desired, current, version, on_immutable_change="fail"):
+def pause_body(pause_until):
+    """The body of CONSUMER.PAUSE: a time pauses until then, none resumes."""
+    return {PAUSE: pause_until} if pause_until else {}
+
+
+def plan(name, state, desired, current, version, on_immutable_change="fail", now=None):
     """Decide the run. ``current`` is the server's raw config or None; raises
     ConsumerInputError for bad input and ImmutableChange when the server would
-    refuse and recreating was not allowed."""
+    refuse and recreating was not allowed. ``now`` (seconds since the epoch) decides whether a pause is over."""
+    now = time.time() if now is None else now
     if state == "absent":
         return Plan("delete" if current is not None else "none")
+    wanted_pause = desired.get(PAUSE)
+    settings = dict((k, v) for k, v in desired.items() if k != PAUSE)
     if current is None:
         config = merged_config(name, desired)
         check_config(config, version, desired)
-        return Plan("create", sorted(desired), config=config)
+        return Plan("create", sorted(k for k in desired if k != PAUSE or desired[k]), config=config)
     actual = actual_config(current)
-    changed = changed_fields(desired, actual)
-    if not changed:
+    changed = changed_fields(settings, actual)
+    pausing = pause_differs(wanted_pause, actual[PAUSE], now)
+    if not changed and not pausing:
         return Plan("none")
-    config = merged_config(name, desired, current)
-    check_config(config, version, desired)
+    if pausing and wanted_pause:
+        check_config({PAUSE: wanted_pause}, version)
+    changed_all = sorted(changed + ([PAUSE] if pausing else []))
+    if not changed:
+        return Plan("update", changed_all, pause=pause_body(wanted_pause))
+    config = merged_config(name, settings, current)
+    check_config(config, version, settings)
     reasons = {}
     for field_name in changed:
         reason = immutable_reason(field_name, actual.get(field_name), desired[field_name], version)
         if reason:
             reasons[field_name] = reason
     if reasons and on_immutable_change != "recreate":
-        raise ImmutableChange(reasons, changed)
-    recreated = merged_config(name, desired, _without(current, reasons)) if reasons else config
-    if reasons:
-        check_config(recreated, version, desired)
-    return Plan("recreate" if reasons else "update", changed, reasons, recreated)
+        raise ImmutableChange(reasons, changed_all)
+    if not reasons:
+        return Plan("update", changed_all, config=config, pause=pause_body(wanted_pause) if pausing else None)
+    kept = _without(current, list(reasons) + ([PAUSE] if wanted_pause is not None else []))
+    recreated = merged_config(name, desired, kept)
+    check_config(recreated, version, desired)
+    return Plan("recreate", changed_all, reasons, recreated)
 
 
 def _without(config, fields):

@@ -86,6 +86,12 @@ STREAM_OPTIONS = dict(
                                                    max_ack_pending=dict(type="int"))),
     allow_msg_ttl=dict(type="bool"),
     subject_delete_marker_ttl=dict(type="raw"),
+    persist_mode=dict(type="str", choices=["default", "async"]),
+    allow_msg_counter=dict(type="bool"),
+    allow_atomic=dict(type="bool"),
+    allow_msg_schedules=dict(type="bool"),
+    allow_batched=dict(type="bool"),
+    sealed=dict(type="bool"),
     metadata=dict(type="dict"),
     mirror=dict(type="dict", options=SOURCE_OPTIONS, mutually_exclusive=[["domain", "external"]]),
     sources=dict(type="list", elements="dict", options=SOURCE_OPTIONS, mutually_exclusive=[["domain", "external"]]),
@@ -327,6 +333,58 @@ def _check_combinations(name, config):
             fail("discard_new_per_subject needs discard: new")
         if config.get("max_msgs_per_subject", 1) <= 0:
             fail("discard_new_per_subject needs max_msgs_per_subject above 0")
+    problem = feature_conflict(config, given=config)
+    if problem:
+        fail(problem)
+
+
+# what a sealed stream has, whatever its config said (nats-server sets these when it seals a stream)
+SEALED_FORCES = dict(max_age=0, discard="new", deny_delete=True, deny_purge=True, allow_rollup_hdrs=False)
+
+
+def feature_conflict(config, given=None):
+    """Why nats-server refuses (or silently overrides) this combination of the options of 2.12 and later and of
+    sealed, or None. ``config`` is the whole config the server would check (fields left out take the server's
+    defaults); ``given`` what the user set, when the server would override an option the user set itself."""
+    given = config if given is None else given
+    discard = config.get("discard") or "old"
+    if config.get("allow_msg_counter"):
+        for option, value, why in (("mirror", config.get("mirror"), "a mirror copies its origin's messages"),
+                                   ("allow_msg_ttl", config.get("allow_msg_ttl"), ""),
+                                   ("subject_delete_marker_ttl", config.get("subject_delete_marker_ttl"),
+                                    "delete markers need message TTLs"),
+                                   ("allow_msg_schedules", config.get("allow_msg_schedules"), ""),
+                                   ("discard: new", discard == "new", "")):
+            if value:
+                return "allow_msg_counter and %s cannot be combined%s" % (option, ": " + why if why else "")
+        if (config.get("retention") or "limits") != "limits":
+            return "allow_msg_counter needs retention: limits"
+    if config.get("allow_msg_schedules"):
+        if discard == "new":
+            return "allow_msg_schedules and discard: new cannot be combined"
+        for option in ("mirror", "sources"):
+            if config.get(option):
+                return "allow_msg_schedules and %s cannot be combined" % option
+        if given.get("allow_rollup_hdrs") is False or config.get("deny_purge"):
+            # deny_purge, once set, cannot be unset: a stream that has it never takes schedules
+            return ("allow_msg_schedules needs allow_rollup (nats-server turns it on and deny_purge off, which a "
+                    "stream with deny_purge refuses): leave allow_rollup unset and deny_purge unset or false")
+    if config.get("persist_mode") == "async":
+        if (config.get("storage") or "file") != "file":
+            return "persist_mode async needs storage: file"
+        if (config.get("num_replicas") or 1) > 1:
+            return "persist_mode async needs replicas: 1"
+        if config.get("allow_atomic"):
+            return "persist_mode async and allow_atomic cannot be combined"
+    for option in ("allow_atomic", "allow_batched"):
+        if config.get(option) and config.get("mirror"):
+            return "%s and mirror cannot be combined: a mirror takes no publishes" % option
+    if given.get("sealed"):
+        for option, forced in sorted(SEALED_FORCES.items()):
+            if option in given and given[option] != forced:
+                return ("sealed sets %s to %s (nats-server does): leave %s unset"
+                        % (_OPTION_NAMES.get(option, option), _show(option, forced), _OPTION_NAMES.get(option, option)))
+    return None
 
 
 def _subject(name, field, value, transform=False):
@@ -531,7 +589,7 @@ def _normalise_source(source):
 # the fields: each option once, with its API name, conversions both ways, the
 # server's default, the first release that knows it and its update rule
 
-V2_10, V2_11 = (2, 10, 0), (2, 11, 0)
+V2_10, V2_11, V2_12, V2_14 = (2, 10, 0), (2, 11, 0), (2, 12, 0), (2, 14, 0)
 
 # The server's update rules (server/stream.go, configUpdateCheck), verified
 # against 2.9.10, 2.10.26, 2.11.11, 2.12.8, 2.14.6 and 2.15.1.
@@ -584,7 +642,15 @@ FIELDS = [
           immutable=Rule(removable_since=(2, 12, 0))),
     Field("sources", "list", convert=_sources, normalise=_sources_from_api, since=V2_10,
           used=lambda value: any(_uses_transforms(s) for s in value or []), since_path="sources.subject_transforms"),
+    # nats-server 2.12 and 2.14 (server/stream.go, configUpdateCheck; jetstream_versioning.go for the releases)
+    Field("persist_mode", "str", default="default", since=V2_12, immutable=Rule()),
+    Field("allow_msg_counter", "bool", since=V2_12, immutable=Rule()),
+    Field("allow_atomic", "bool", since=V2_12),
+    Field("allow_msg_schedules", "bool", since=V2_12, immutable=Rule(one_way=True)),
+    Field("allow_batched", "bool", since=V2_14),
+    Field("sealed", "bool", immutable=Rule(one_way=True)),
 ]
+_OPTION_NAMES = dict((f.name, f.option) for f in FIELDS if f.option != f.name)
 
 _DURATIONS = tuple(f.option for f in FIELDS if f.kind == "duration")
 
@@ -730,6 +796,8 @@ def _consumer_change(old, new):
 def _show(field, value):
     if value is None:
         return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if field == "mirror" and isinstance(value, dict):
         text = value.get("name", "?")
         if value.get("external"):
@@ -773,6 +841,7 @@ def plan(desired, info, version, where):
         problems = unsupported_fields(config, version)
         if problems:
             raise StreamError("%s: %s" % (prefix, "; ".join(problems)))
+        _refuse_sealed_create(prefix, config, "create")
         body = create_body(name, config)
         return Plan(name, "create", sorted(config), body, {}, body)
 
@@ -786,6 +855,14 @@ def plan(desired, info, version, where):
     problems = unsupported_fields({f: config[f] for f in _top(fields)}, version)
     if problems:
         raise StreamError("%s: %s" % (prefix, "; ".join(problems)))
+    after = _merged(actual, config)
+    conflict = feature_conflict(after, given=config)
+    if conflict:
+        raise StreamError("%s: %s" % (prefix, conflict))
+    if config.get("sealed") and not actual.get("sealed"):
+        # sealing: the server sets these itself; sent as it will have them, so the plan shows what the stream becomes
+        config.update((k, v) for k, v in SEALED_FORCES.items() if actual.get(k) != v)
+        after.update(SEALED_FORCES)
     refusals, promote = [], False
     for field in _top(fields):
         reason = update_refusal(field, actual.get(field), config.get(field), version)
@@ -793,7 +870,6 @@ def plan(desired, info, version, where):
             promote = True
         elif reason:
             refusals.append(reason)
-    after = _merged(actual, config)
     if refusals:
         if desired.on_immutable_change != "recreate":
             raise StreamError("%s: %s (on_immutable_change=fail)" % (prefix, "; ".join(refusals)))
@@ -804,9 +880,16 @@ def plan(desired, info, version, where):
         problems = unsupported_fields(config, version)
         if problems:
             raise StreamError("%s: %s" % (prefix, "; ".join(problems)))
+        _refuse_sealed_create(prefix, config, "recreate")
         body = create_body(name, {k: v for k, v in config.items() if v is not None})
         return Plan(name, "recreate", fields, body, actual, body)
     return Plan(name, PROMOTE if promote else "update", fields, update_body(info["config"], config), actual, after)
+
+
+def _refuse_sealed_create(prefix, config, action):
+    if config.get("sealed"):
+        raise StreamError("%s: sealed: nats-server cannot %s a sealed stream (it seals a stream only on an update): "
+                          "%s it without sealed, then seal it in a later run" % (prefix, action, action))
 
 
 def _top(fields):

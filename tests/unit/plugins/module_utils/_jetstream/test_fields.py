@@ -108,11 +108,14 @@ def test_field_table_of_streams_derives_the_old_tables():
         "compression": (2, 10, 0), "subject_transform": (2, 10, 0), "metadata": (2, 10, 0),
         "first_seq": (2, 10, 0), "consumer_limits": (2, 10, 0), "mirror.subject_transforms": (2, 10, 0),
         "sources.subject_transforms": (2, 10, 0), "allow_msg_ttl": (2, 11, 0), "subject_delete_marker_ttl": (2, 11, 0),
-        "mirror.consumer": (2, 14, 0), "sources.consumer": (2, 14, 0)}
+        "persist_mode": (2, 12, 0), "allow_msg_counter": (2, 12, 0), "allow_atomic": (2, 12, 0),
+        "allow_msg_schedules": (2, 12, 0), "mirror.consumer": (2, 14, 0), "sources.consumer": (2, 14, 0),
+        "allow_batched": (2, 14, 0)}
     assert list(stream_model.MIN_VERSION) == [
         "compression", "subject_transform", "metadata", "first_seq", "consumer_limits", "mirror.subject_transforms",
-        "sources.subject_transforms", "allow_msg_ttl", "subject_delete_marker_ttl", "mirror.consumer",
-        "sources.consumer"]
+        "sources.subject_transforms", "allow_msg_ttl", "subject_delete_marker_ttl", "persist_mode", "allow_msg_counter",
+        "allow_atomic", "allow_msg_schedules", "mirror.consumer", "sources.consumer", "allow_batched"]
     assert sorted(stream_model.IMMUTABLE) == sorted(
-        ["storage", "retention", "max_consumers", "republish", "deny_delete", "deny_purge", "allow_msg_ttl", "mirror"])
+        ["storage", "retention", "max_consumers", "republish", "deny_delete", "deny_purge", "allow_msg_ttl", "mirror",
+         "persist_mode", "allow_msg_counter", "allow_msg_schedules", "sealed"])
     assert sorted(stream_model._DURATIONS) == ["duplicate_window", "max_age", "subject_delete_marker_ttl"]
