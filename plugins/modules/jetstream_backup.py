@@ -83,11 +83,12 @@ options:
     default: false
 notes:
   - A stream's backup holds the messages up to the moment of its snapshot; what is published after it is not in
-    the backup. A source of another stream resumes from the sequence it had reached, so after restoring a stream
-    that other streams source, see the recovery runbook in the backup guide.
+    the backup, and is lost at the site (a hub that sourced it before the loss keeps it).
+  - A stream that another stream sources, restored on a new host, is read by that source again from its first
+    message (measured on nats-server 2.15.1) - the hub then holds the messages of the backup twice; readers
+    downstream must deduplicate them (for example by a C(Nats-Msg-Id) header the publishers set).
 seealso:
   - module: nats_edge.fleet.jetstream_stream
-  - module: nats_edge.fleet.nsc_backup
 """
 
 EXAMPLES = r"""
