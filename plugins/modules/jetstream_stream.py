@@ -440,7 +440,8 @@ notes:
   - "Changes refused on a live stream, as the servers answer them (verified on 2.9.10, 2.10.26, 2.11.11, 2.12.8,
     2.14.6 and 2.15.1): O(storage) never; O(retention) never on 2.9, never to or from V(workqueue) on any;
     O(max_consumers) before 2.12; O(republish) on 2.9; O(deny_delete), O(deny_purge), O(allow_msg_ttl),
-    O(allow_msg_schedules) and O(sealed) once set; O(persist_mode) and O(allow_msg_counter) never; O(mirror) never changed or added, removed (promotion) from 2.12 on."
+    O(allow_msg_schedules) and O(sealed) once set; O(persist_mode) and O(allow_msg_counter) never;
+    O(mirror) never changed or added, removed (promotion) from 2.12 on."
   - The server's version comes from the stream itself (the metadata 2.11 and later add, or the fields a
     server writes), and for a new stream that uses options of 2.10 or later from the account info of the domain.
   - After every change the server's view of the stream (its reply) is checked; an option the server did not take as asked fails the task,

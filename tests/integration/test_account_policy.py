@@ -188,7 +188,7 @@ def test_a_scoped_user_gets_the_templates_permissions_and_a_mapping_routes(polic
             await reader.publish("orders.1", b"own")
             await reader.flush()
             got = []
-            for _ in range(2):
+            for _unused in range(2):
                 msg = await sub.next_msg(timeout=2)
                 got.append((msg.subject, msg.data))
             return sorted(got)

@@ -234,8 +234,7 @@ def _replace_dir(new, final):
 
 def _chunks(path):
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(CHUNK), b""):
-            yield block
+        yield from iter(lambda: handle.read(CHUNK), b"")
 
 
 # --------------------------------------------------------------------------

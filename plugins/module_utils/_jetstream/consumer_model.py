@@ -79,7 +79,9 @@ FIELDS = [
     Field("idle_heartbeat", "duration", mode=PUSH, immutable=True),
     Field("rate_limit_bps", "int", mode=PUSH),
     # nats-server 2.11: priority groups of pull consumers (prioritized: 2.12) and pausing
-    Field("priority_groups", "list", mode=PULL, since=V2_11, convert=lambda value: _groups(value)),
+    # a lambda: _groups is defined below the table
+    Field("priority_groups", "list", mode=PULL, since=V2_11,
+          convert=lambda value: _groups(value)),  # pylint: disable=unnecessary-lambda
     Field("priority_policy", "choice", mode=PULL, since=V2_11, choices=PRIORITY_POLICIES, default="none"),
     Field("priority_timeout", "duration", mode=PULL, since=V2_11),
     Field("pause_until", "time", since=V2_11),

@@ -22,7 +22,7 @@ ARGUMENT_SPEC = dict(
         conn=dict(type="int"), leaf=dict(type="int"), subs=dict(type="int"), data=dict(type="raw"),
         payload=dict(type="raw"), imports=dict(type="int"), exports=dict(type="int"))),
     signing_key=dict(type="bool", default=False),
-    scoped_signing_keys=dict(type="list", elements="dict", options=dict(
+    scoped_signing_keys=dict(type="list", elements="dict", no_log=False, options=dict(
         role=dict(type="str", required=True), description=dict(type="str"),
         template=dict(type="dict", options=nsc.TEMPLATE_OPTIONS))),
     mappings=dict(type="list", elements="dict", options=nsc.MAPPING_OPTIONS),
