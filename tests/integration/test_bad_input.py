@@ -54,6 +54,20 @@ PLACED = dict(unique_tag="az:", placement_servers=[dict(name="n3a", cluster="xr"
                                                    dict(name="n3c", cluster="xr", tags=["rg:3", "az:3b"])])
 
 ROWS = [
+    # -- jetstream_backup: names and paths, checked before anything is read or written --------------------------
+    ("backup-stream-name", "jetstream_backup", dict(JS, streams=["bad name"], path="/tmp/nats-edge-bad-backup"),
+     "is not a stream name"),
+    ("backup-state-choice", "jetstream_backup", dict(JS, state="copy", path="/tmp/nats-edge-bad-backup"),
+     "state must be one of"),
+    ("backup-restore-nothing", "jetstream_backup", dict(JS, state="restore", path="/nonexistent/nats-edge-backup"),
+     "holds no stream backup"),
+    # -- jetstream_stream: the options of 2.12-2.14 and their combinations -----------------------------------------
+    ("stream-counter-discard-new", STREAM, dict(ORDERS, subjects=["orders.>"], allow_msg_counter=True, discard="new"),
+     "allow_msg_counter"),
+    ("stream-persist-mode-choice", STREAM, dict(ORDERS, subjects=["orders.>"], persist_mode="later"),
+     "persist_mode must be one of"),
+    ("consumer-priority-no-groups", CONSUMER, dict(WORKERS, priority_policy="overflow"), "priority_groups"),
+    ("consumer-paused-no-time", CONSUMER, dict(WORKERS, paused=True), "pause_until"),
     # -- jetstream_stream: names, subjects, units, combinations ------------------------------------------------
     ("stream-no-name", STREAM, dict(JS, subjects=["x"]), "one of the following is required: name, streams"),
     ("stream-name-space", STREAM, dict(JS, name="bad name"), "stream name: 'bad name' is not a valid name"),
@@ -296,7 +310,7 @@ ROWS = [
     # bulk forms: every item is checked before the first is converged
     ("user-bulk-unknown-option", USER, dict(users=[{"account": "APP", "name": "fresh"},
                                                    {"account": "APP", "name": "app", "permission": {}}]),
-     "users[1] (APP/app): unknown option permission; an item takes account, bearer_token"),
+     "users[1] (APP/app): unknown option permission; an item takes account, allowed_connection_types, bearer_token"),
     ("user-bulk-not-a-mapping", USER, dict(users=[{"account": "APP", "name": "fresh"}, "app"]),
      "'users'"),  # ansible-core's own elements check, worded differently across versions
     ("user-bulk-and-name", USER, dict(account="APP", name="app", users=[]), "mutually exclusive"),
