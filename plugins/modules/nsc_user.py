@@ -173,7 +173,7 @@ EXAMPLES = r"""
   nats_edge.fleet.nsc_user:
     operator: fleet
     account: APP
-    name: leaf
+    name: site-leaf
     allowed_connection_types: [LEAFNODE]
     src: ["10.30.0.0/16"]
   delegate_to: localhost
