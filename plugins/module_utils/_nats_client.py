@@ -271,11 +271,7 @@ class NatsClient(object):
 
     def request_json(self, subject, body=None, timeout=None):
         data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-        raw = self.request(subject, data, timeout)
-        try:
-            return json.loads(raw.decode() or "{}")
-        except ValueError as exc:
-            raise NatsClientError("reply on %s is not JSON: %r" % (subject, raw[:200])) from exc
+        return _json_reply(subject, self.request(subject, data, timeout))
 
     def gather(self, subject, data=b"", timeout=None, expect=None, idle=None):
         """Every reply to one request until ``expect`` replies arrived, no further
@@ -451,11 +447,7 @@ class NatsClient(object):
                   "mem_storage": True, "inactive_threshold": 10 * 10**9, "max_waiting": 1}
         created = await self._nc.request("%s.CONSUMER.CREATE.%s" % (api_prefix, stream), json.dumps(
             {"stream_name": stream, "config": config}).encode(), timeout=timeout)
-        info = json.loads(created.data.decode() or "{}")
-        if info.get("error"):
-            error = info["error"]
-            raise JetStreamError("%s.CONSUMER.CREATE.%s" % (api_prefix, stream), error.get("code"),
-                                 error.get("err_code"), error.get("description", ""))
+        info = _api_reply("%s.CONSUMER.CREATE.%s" % (api_prefix, stream), created.data)
         consumer, expected = info["name"], int(info.get("num_pending") or 0)
         found = []
         try:
@@ -622,12 +614,17 @@ def _place(domain, prefix):
     return "in domain %r" % domain if domain else "through %s" % prefix if prefix != API else "in the local domain"
 
 
-def _api_reply(subject, raw):
-    """The JSON reply of a JetStream API request on ``subject``; an error reply raises JetStreamError."""
+def _json_reply(subject, raw):
+    """The JSON of a reply on ``subject`` ({} when empty); anything else raises NatsClientError."""
     try:
-        reply = json.loads(raw.decode() or "{}")
+        return json.loads(raw.decode() or "{}")
     except ValueError as exc:
         raise NatsClientError("reply on %s is not JSON: %r" % (subject, raw[:200])) from exc
+
+
+def _api_reply(subject, raw):
+    """The JSON reply of a JetStream API request on ``subject``; an error reply raises JetStreamError."""
+    reply = _json_reply(subject, raw)
     error = reply.get("error")
     if error:
         raise JetStreamError(subject, error.get("code"), error.get("err_code"), error.get("description", ""))
