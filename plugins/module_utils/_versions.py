@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import re
 
-# JetStream API level ($JS.API.INFO, 2.11 and newer) -> the first release with it.
-# Measured: 2.12.8 answers 3, 2.14.6 answers 4, 2.15.x answer 5.
-_API_LEVELS = ((5, (2, 15, 0)), (4, (2, 14, 0)), (2, (2, 12, 0)), (1, (2, 11, 0)))
-
 
 def parse_version(text):
     """(major, minor, patch) from 'v2.10.22', 'nats-server: v2.9.10', '2.11.0-RC.1' or '2.11';
@@ -23,9 +19,11 @@ def parse_version(text):
 def api_level_version(level):
     """The oldest release that reports this JetStream API level; None below 1 (before 2.11)."""
     level = level if isinstance(level, int) else 0
-    for floor, version in _API_LEVELS:
+    # from the table of first releases below (LEVEL_RELEASES), pinned to the minor release: measured, 2.12.8
+    # answers 3, 2.14.6 answers 4, 2.15.x answer 5
+    for floor, version in reversed(LEVEL_RELEASES):
         if level >= floor:
-            return version
+            return version[:2] + (0,)
     return None
 
 
