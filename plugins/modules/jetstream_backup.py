@@ -108,7 +108,7 @@ EXAMPLES = r"""
     creds: /etc/fleet/admin.creds
     domain: spoke-1
     state: restore
-    streams: [telemetry]
+    streams: [test]
     path: "/srv/backups/{{ inventory_hostname }}"
   delegate_to: localhost
 """

@@ -26,7 +26,8 @@ PACKAGE = "ansible_collections.nats_edge.fleet.plugins.modules"
 # nsc first (they build the accounts), then streams before the consumers and reports that read them
 ORDER = ["nsc_operator", "nsc_store", "nsc_account", "nsc_user", "nsc_export", "nsc_info", "jetstream_object_store",
          "jetstream_stream", "jetstream_consumer", "jetstream_info", "jetstream_kv", "jetstream_domain",
-         "jetstream_object_fetch", "nats_server_state", "nats_server_wait", "host_state", "nats_leaf_reconnect"]
+         "jetstream_backup", "jetstream_object_fetch", "nats_server_state", "nats_server_wait", "host_state",
+         "nats_leaf_reconnect"]
 APP_ACCOUNT = dict(name="APP", signing_key=True, limits={"conn": 1000},
                    jetstream=dict(disk_storage="10GiB", mem_storage="256MiB", streams=20, consumers=-1))
 
@@ -172,6 +173,10 @@ def examples_play(fleet):
         "files/gateway-2.4.1.bin": fleet["firmware"],
         "/var/lib/gateway/": "%s/edge/" % fleet["tmp"],
         "/tmp/fleet-accounts.dot": "%s/fleet-accounts.dot" % fleet["tmp"],
+        # jetstream_backup: spoke-1's streams, backed up and the unchanged ``test`` restored (left alone)
+        "nats://edge-1.example.net:4222": fleet["urls"]["spoke-1"],
+        "/etc/fleet/admin.creds": fleet["creds"][("APP", "admin")],
+        "/srv/backups/": "%s/backups/" % fleet["tmp"],
         # nats_leaf_reconnect: the spokes' links of APP, closed on spoke-1 and, from the hubs' side, for spoke-2
         "nats://edge-1:4222": fleet["urls"]["spoke-1"],
         "server_name: edge-1": "server_name: spoke-1",
@@ -220,3 +225,5 @@ def test_every_example_runs_as_written(examples_fleet, tmp_path):
     with open(os.path.join(str(fleet["tmp"]), "edge", "gateway-2.4.1.bin"), "rb") as fetched:
         with open(fleet["firmware"], "rb") as uploaded:
             assert fetched.read() == uploaded.read()  # through spoke-1's copy of the hub's store
+    with open(os.path.join(str(fleet["tmp"]), "backups", "localhost", "test", "manifest.json")) as manifest:
+        assert json.load(manifest)["files"], "spoke-1's stream test was not backed up"
