@@ -28,10 +28,15 @@ def nats_server_gate(data, name, endpoint, peers=None, leafnodes=None, max_lag=0
         raise AnsibleFilterError("nats_server_gate: %s" % exc)
 
 
+def nats_rollout_downgrade(jsz, host, target, varz):
+    return _rollout.downgrade_problems(str(host), str(target or ""), varz, jsz)
+
+
 class FilterModule(object):
     def filters(self):
         return {
             "nats_rollout_order": nats_rollout_order,
             "nats_rollout_rounds": nats_rollout_rounds,
             "nats_server_gate": nats_server_gate,
+            "nats_rollout_downgrade": nats_rollout_downgrade,
         }

@@ -158,3 +158,17 @@ def refusal_message(refused, target):
         parts.append("%s needs JetStream API level %d (nats-server %s or newer)" % (what, item["level"], item["needs"]))
     return "nats-server %s runs JetStream API level %d and would put offline: %s" % (
         version_text(target), version_level(target), "; ".join(parts))
+
+
+def jsz_assets(jsz):
+    """The streams and consumers of a server's ``/jsz?accounts=true&streams=true&consumers=true&config=true``
+    answer, as ``downgrade_refusals`` takes them (the account's name, as the server names it)."""
+    assets = []
+    for account in (jsz or {}).get("account_details") or ():
+        name = account.get("name") or account.get("id")
+        for stream in account.get("stream_detail") or ():
+            assets.append(dict(account=name, stream=stream.get("name"), consumer=None, config=stream.get("config")))
+            for consumer in stream.get("consumer_detail") or ():
+                assets.append(dict(account=name, stream=stream.get("name"), consumer=consumer.get("name"),
+                                   config=consumer.get("config")))
+    return assets

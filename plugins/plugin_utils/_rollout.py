@@ -15,6 +15,8 @@ import math
 import os
 import re
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils import _versions
+
 
 def name_list(value):
     """A list of names from ``value``: a list as it is, a string as the names it separates with commas (as
@@ -78,6 +80,7 @@ KNOBS = {
     "nats_rollout_lame_duck": True,
     "nats_rollout_report_file": "",
     "nats_rollout_only_outdated": False,
+    "nats_rollout_downgrade_check": True,
 }
 _LISTED = 20  # names a message lists before it says how many more there are
 _TRUE = ("yes", "on", "1", "true", "y", "t")
@@ -275,7 +278,7 @@ def _host_knob_problems(knobs, groups, domains, hosts):
     if _whole(value, 0) is None:
         problems.append("nats_rollout_max_lag: %s: the operations a replica may lag and pass, a whole number from 0 "
                         "(default 0)" % _shown(value))
-    for name in ("nats_rollout_lame_duck", "nats_rollout_only_outdated"):
+    for name in ("nats_rollout_lame_duck", "nats_rollout_only_outdated", "nats_rollout_downgrade_check"):
         if not _boolean(knobs.get(name)):
             problems.append("%s: %s: true or false" % (name, _shown(knobs.get(name))))
     problems += _report_problems(knobs.get("nats_rollout_report_file"))
@@ -307,3 +310,45 @@ def knob_problems(knobs, groups=None, domains=None, fleet="nats_servers"):
             found.setdefault(problem, []).append(host)
     return [problem if len(where) == len(knobs) else "%s (as set for %s)" % (problem, _listed(where))
             for problem, where in found.items()]
+
+
+# --------------------------------------------------------------------------
+# downgrades: a server older than the JetStream API level an asset is stamped with puts it offline (ADR-44)
+
+def _answer(read):
+    """The JSON of a registered ``uri`` read, None when there was none (skipped, refused, not JSON)."""
+    read = read or {}
+    body = read.get("json")
+    return body if read.get("status") == 200 and isinstance(body, dict) else None
+
+
+def downgrade_problems(host, target, varz, jsz):
+    """Why ``host`` must not move to nats-server ``target``: an empty list when it may. ``varz`` and ``jsz`` are
+    the rollout's reads of the server's ``/varz`` and of ``/jsz?accounts=true&streams=true&consumers=true&config=true``
+    (registered ``uri`` results; ``jsz`` is read only where ``target`` is older than what runs).
+
+    No target (the package manager's version) and a move to the same or a newer release pass. A server that does
+    not answer cannot say what it runs or what its assets need, and is refused, as is one whose ``/jsz`` could not
+    be read; each problem says how to roll without the check."""
+    wanted = _versions.parse_version(target)
+    if not wanted:
+        return []
+    opt_out = "start it, or set nats_rollout_downgrade_check: false to roll without this check"
+    running = _versions.parse_version((_answer(varz) or {}).get("version"))
+    if running is None:
+        return ["%s: its server did not answer /varz, so whether nats-server %s is older than what it runs, and what "
+                "its streams and consumers need, cannot be read; %s" % (host, _versions.version_text(wanted), opt_out)]
+    if wanted >= running:
+        return []
+    body = _answer(jsz)
+    if body is None:
+        return ["%s: moves from nats-server %s to %s, and the API levels its streams and consumers need could not be "
+                "read from /jsz (%s); %s" % (host, _versions.version_text(running), _versions.version_text(wanted),
+                                              (jsz or {}).get("msg") or "status %s" % (jsz or {}).get("status"),
+                                              opt_out.replace("start it", "make /jsz answer"))]
+    refused = _versions.downgrade_refusals(_versions.jsz_assets(body), wanted, running)
+    if not refused:
+        return []
+    newest = max(_versions.parse_version(item["needs"]) for item in refused)
+    return ["%s: %s; roll it to nats-server %s or newer, or remove what needs it" % (
+        host, _versions.refusal_message(refused, wanted), _versions.version_text(newest))]

@@ -53,3 +53,15 @@ def test_an_unknown_level_is_not_ignored():
     assert versions.downgrade_refusals(assets, (2, 15, 1))[0]["needs"] == "2.16.0"
     assert versions.downgrade_refusals(assets, (2, 16, 1), running=(2, 17, 0))[0]["needs"] == "2.17.0"
     assert versions.downgrade_refusals(assets, (2, 17, 0), running=(2, 17, 0)) == []
+
+
+def test_versions_jsz_assets_are_every_stream_and_consumer_of_every_account():
+    jsz = {"account_details": [
+        {"name": "APP", "stream_detail": [{"name": "orders", "config": {"metadata": {"_nats.req.level": "4"}},
+                                           "consumer_detail": [{"name": "billing", "config": {}}]}]},
+        {"id": "$G"},  # an account without streams
+        {"name": "OPS", "stream_detail": [{"name": "audit", "config": None}]}]}
+    assert [(a["account"], a["stream"], a["consumer"], versions.required_level(a["config"]))
+            for a in versions.jsz_assets(jsz)] == [("APP", "orders", None, 4), ("APP", "orders", "billing", 0),
+                                                   ("OPS", "audit", None, 0)]
+    assert versions.jsz_assets({}) == [] and versions.jsz_assets(None) == []

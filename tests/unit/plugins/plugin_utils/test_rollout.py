@@ -72,6 +72,7 @@ def problems(**knobs):
     dict(nats_rollout_gate_timeout="90", nats_rollout_max_lag="0", nats_rollout_lame_duck="no",
          nats_rollout_only_outdated="yes"),
     dict(nats_rollout_lame_duck=0, nats_rollout_only_outdated="True"),
+    dict(nats_rollout_downgrade_check=False), dict(nats_rollout_downgrade_check="yes"),
     dict(nats_rollout_report_file=None), dict(nats_rollout_report_file="/tmp/rollout.json"),
     dict(nats_fleet_hub_group="hub"),
     dict(_names=["nats_rollout_canaries", "nats_rollout_my_own_note"]),  # a name not near a setting is the user's
@@ -117,6 +118,10 @@ def test_a_fleet_without_a_hub_group_is_all_edge_sites():
     (dict(nats_rollout_max_lag="none"), "nats_rollout_max_lag: 'none': the operations"),
     (dict(nats_rollout_lame_duck="sometimes"), "nats_rollout_lame_duck: 'sometimes': true or false"),
     (dict(nats_rollout_only_outdated=None), "nats_rollout_only_outdated: None: true or false"),
+    (dict(nats_rollout_downgrade_check="maybe"), "nats_rollout_downgrade_check: 'maybe': true or false"),
+    (dict(_names=["nats_rollout_downgrade_chek"]),
+     "nats_rollout_downgrade_chek is set, but the rollout has no such setting: did you mean "
+     "nats_rollout_downgrade_check?"),
     (dict(nats_rollout_report_file="/no/such/dir/rollout.json"),
      "nats_rollout_report_file: '/no/such/dir/rollout.json': the directory /no/such/dir does not exist"),
     (dict(nats_rollout_report_file="/tmp"), "nats_rollout_report_file: '/tmp' is a directory"),
@@ -145,3 +150,59 @@ def test_a_long_list_of_sites_is_cut_short():
     hosts = ["e%03d" % i for i in range(50)]
     found = ro.knob_problems({"e000": {"nats_rollout_canaries": ["nowhere"]}}, {"nats_servers": hosts}, {})
     assert found[0].endswith("e019 and 30 more"), found
+
+
+# --------------------------------------------------------------------------
+# downgrades
+
+
+def _read(body, status=200):
+    return {"status": status, "json": body}
+
+
+def _jsz(stream_level=None, consumer_level=None):
+    def config(level):
+        return {"metadata": {"_nats.req.level": str(level)}} if level is not None else {}
+    return {"account_details": [{"name": "APP", "stream_detail": [
+        {"name": "orders", "config": config(stream_level),
+         "consumer_detail": [{"name": "billing", "config": config(consumer_level)}]}]}]}
+
+
+VARZ_2_15 = _read({"version": "2.15.1"})
+
+
+@pytest.mark.parametrize("target, varz, jsz", [
+    ("", VARZ_2_15, {"skipped": True}),  # the package manager's version: nothing to compare
+    ("2.15.1", VARZ_2_15, {"skipped": True}),  # the same release
+    ("v2.16.0", VARZ_2_15, {"skipped": True}),  # newer
+    ("2.14.0", VARZ_2_15, _read(_jsz(4, 1))),  # runs level 4
+    ("2.9.0", VARZ_2_15, _read(_jsz(0, None))),  # nothing stamped
+])
+def test_moves_that_put_nothing_offline_pass(target, varz, jsz):
+    assert ro.downgrade_problems("edge-1", target, varz, jsz) == []
+
+
+def test_a_downgrade_names_every_asset_it_would_put_offline():
+    problems = ro.downgrade_problems("edge-1", "2.10.22", VARZ_2_15, _read(_jsz(4, 1)))
+    assert problems == [
+        "edge-1: nats-server 2.10.22 runs JetStream API level 0 and would put offline: account APP stream orders needs "
+        "JetStream API level 4 (nats-server 2.14.0 or newer); account APP stream orders consumer billing needs "
+        "JetStream API level 1 (nats-server 2.11.0 or newer); roll it to nats-server 2.14.0 or newer, or remove what "
+        "needs it"]
+
+
+def test_a_level_newer_than_known_needs_the_release_that_runs_it():
+    problems = ro.downgrade_problems("edge-1", "2.15.1", _read({"version": "2.16.2"}), _read(_jsz(6)))
+    assert problems and "needs JetStream API level 6 (nats-server 2.16.2 or newer)" in problems[0], problems
+
+
+@pytest.mark.parametrize("varz, jsz, expected", [
+    ({"status": -1, "msg": "Connection refused"}, {"skipped": True}, "edge-1: its server did not answer /varz"),
+    (_read("not json"), {"skipped": True}, "its server did not answer /varz"),
+    (VARZ_2_15, {"status": 403, "msg": "Forbidden"}, "could not be read from /jsz (Forbidden)"),
+    (VARZ_2_15, {"status": 200}, "could not be read from /jsz (status 200)"),
+])
+def test_what_cannot_be_read_is_refused_with_the_way_out(varz, jsz, expected):
+    problems = ro.downgrade_problems("edge-1", "2.12.8", varz, jsz)
+    assert len(problems) == 1 and expected in problems[0], problems
+    assert "nats_rollout_downgrade_check: false" in problems[0], problems
