@@ -26,6 +26,7 @@ import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _versions
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import check_name
 
@@ -40,7 +41,13 @@ ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),
     replace=dict(type="bool", default=False),
     check_messages=dict(type="bool", default=False),
+    copies=dict(type="list", elements="dict", default=[], options=dict(
+        stream=dict(type="str", required=True),
+        domain=dict(type="str"),
+    )),
 )
+# the JetStream API level of the first release (2.15.0) whose sources notice that the stream they read was made again
+RECREATION_LEVEL = 5
 
 
 class BackupError(NatsEdgeError):
@@ -320,7 +327,52 @@ def backed_up_streams(path):
                   if not name.startswith(".") and os.path.isfile(os.path.join(path, name, MANIFEST)))
 
 
-def restore(client, js, streams, path, replace, check_mode):
+def _external_prefix(source):
+    return ((source.get("external") or {}).get("api") or "").rstrip(".")
+
+
+def copy_plans(client, js, copies, stream, start):
+    """How each of ``copies`` (``{stream, domain}``: the streams that source ``stream``, such as the hub's
+    aggregates) is made to read the restored ``stream`` from sequence ``start``: a list of
+    ``(copy js, copy name, new config or None when it already starts there, entry)``. A copy that does not exist,
+    does not source ``stream`` in ``js``'s domain, or mirrors it is refused, naming it."""
+    plans = []
+    for index, copy in enumerate(copies or ()):
+        where = "copies[%d]: stream %s%s" % (index, copy["stream"], " in domain %s" % copy["domain"]
+                                              if copy.get("domain") else "")
+        cjs = JetStream(client, domain=copy.get("domain"))
+        info = cjs.lookup("STREAM.INFO.%s" % copy["stream"])
+        if info is None:
+            raise BackupError("%s does not exist: nothing was restored" % where)
+        config = json.loads(json.dumps(info.get("config") or {}))
+        if ((config.get("mirror") or {}).get("name")) == stream:
+            raise BackupError("%s mirrors stream %s, and a mirror's start cannot change: nothing was restored; "
+                              "leave it out of copies (it reads the restored stream from its first message)" % (
+                                  where, stream))
+        same_domain = (copy.get("domain") or None) == (js.domain or None)
+        matching = [source for source in config.get("sources") or () if source.get("name") == stream and (
+            _external_prefix(source) == js.prefix if source.get("external") else same_domain)]
+        if not matching:
+            raise BackupError("%s does not source stream %s from %s: nothing was restored" % (
+                where, stream, js.where()))
+        changed = False
+        for source in matching:
+            if source.get("opt_start_seq") != start or source.get("opt_start_time"):
+                source["opt_start_seq"] = start
+                source.pop("opt_start_time", None)
+                changed = True
+        level = int(((cjs.call("INFO").get("api") or {}).get("level")) or 0)
+        entry = dict(stream=copy["stream"], domain=copy.get("domain"), start_seq=start, changed=changed)
+        if level < RECREATION_LEVEL:
+            entry["warning"] = (
+                "%s: its servers (JetStream API level %d) are older than nats-server 2.15.0 and do not notice that "
+                "stream %s was restored: it goes on after the last sequence it read from the lost stream, so what "
+                "is published after the restore up to that sequence is not copied" % (where, level, stream))
+        plans.append((cjs, copy["stream"], config if changed else None, entry))
+    return plans
+
+
+def restore(client, js, streams, path, replace, check_mode, copies=()):
     """Restore ``streams`` (every stream backed up in ``path`` when empty). Every backup is verified and every
     target checked before anything is sent. Returns (entries, before, after); an entry's action is ``restored``,
     ``replaced`` (an existing stream deleted first, with ``replace``) or ``unchanged`` (the stream already holds
@@ -355,17 +407,25 @@ def restore(client, js, streams, path, replace, check_mode):
                                             manifest["summary"]["last_seq"]))
             else:
                 action = "replaced"
-        plans.append((stream, directory, manifest, body, info, action))
+        start = int(manifest["summary"].get("last_seq") or 0) + 1
+        copied = copy_plans(client, js, copies, stream, start) if action != "unchanged" else []
+        plans.append((stream, directory, manifest, body, info, action, copied))
     entries, before, after = [], {}, {}
-    for stream, directory, manifest, body, info, action in plans:
+    for stream, directory, manifest, body, info, action, copied in plans:
         before[stream] = summary(info.get("state")) if info is not None else None
         counts = manifest["summary"]
         if action != "unchanged" and not check_mode:
+            # the copies first: they already hold what the backup holds, and read the restored stream from its
+            # first new message once they notice it (before the restore, so that they cannot start earlier)
+            for cjs, name, config, _entry_ in copied:
+                if config is not None:
+                    cjs.call("STREAM.UPDATE.%s" % name, config)
             if action == "replaced":
                 js.call("STREAM.DELETE.%s" % stream)
             reply = client.restore_stream(js.prefix, stream, body, _chunks(os.path.join(directory, SNAPSHOT)),
                                           timeout=max(client.timeout, 30.0))
             counts = dict(summary(reply.get("state")), consumers=len(consumers_of(js, stream)))
         after[stream] = counts
-        entries.append(_entry(stream, action, directory, counts, taken=manifest.get("taken")))
+        entries.append(_entry(stream, action, directory, counts, taken=manifest.get("taken"),
+                              copies=[entry for _cjs, _name, _config, entry in copied]))
     return entries, before, after
