@@ -9,7 +9,8 @@ site writes while the copy cannot read it, until the first of its limits ends th
 - ``max_age``: the oldest messages expire, copied or not;
 - ``max_msgs`` / ``max_bytes`` at the declared rate: ``discard: old`` drops the oldest messages, ``discard: new``
   refuses new ones;
-- the account's JetStream storage (``disk_storage`` or ``mem_storage``), shared by the account's origins at the site
+- the account's JetStream storage (``disk_storage`` or ``mem_storage``; in a tiered account, that of the tier of the
+  stream's replicas, ``tiers.R1.disk_storage``), shared by the account's origins at the site that count against it
   and counted once per replica: new messages are refused.
 The budget is the shortest of these. When the link is back, a copy resumes only at its next retry: nats-server retries
 a source or mirror it lost with a backoff that grows to 2 minutes (``RESUME``; 40 to 50 s after a cut of a minute in
@@ -169,8 +170,11 @@ def budgets(declared, sites, accounts):
             label = "%s: stream %r in account %r (copied by %s)" % (
                 site, desired.name, desired.creds, ", ".join(copies))
             try:
-                limits = _limits(desired.config, rate, shares.get((desired.creds, desired.config.get("storage")
-                                                                   or "file")), needed)
+                replicas = desired.config.get("num_replicas") or 1
+                tiered = ((accounts.get(site) or {}).get(desired.creds) or {}).get("tiers")
+                share = shares.get((desired.creds, desired.config.get("storage") or "file",
+                                    replicas if tiered else 0))
+                limits = _limits(desired.config, rate, share, needed)
             except BudgetError as exc:
                 problems.append("%s: %s (%s)" % (label, exc, SETTING))
                 continue
@@ -186,28 +190,43 @@ def budgets(declared, sites, accounts):
     return rows, problems
 
 
+def _account_limit(jetstream, replicas, field):
+    """(bytes, the limit's name) of an account's JetStream ``field`` for a stream of ``replicas``: the tier of that
+    many replicas (``tiers.R3.disk_storage``) in a tiered account, the account-wide limit otherwise; 0 for none (a
+    tiered account without that tier refuses the stream, which the preflight's own checks report)."""
+    jetstream = jetstream or {}
+    tiers = jetstream.get("tiers")
+    if tiers:
+        tier = "R%d" % replicas
+        return _size((tiers.get(tier) or {}).get(field)), "jetstream.tiers.%s.%s" % (tier, field)
+    return _size(jetstream.get(field)), "jetstream.%s" % field
+
+
 def _account_shares(site, streams, setting, limits):
-    """{(account, storage): (seconds, limit text, 'account')}: each account's storage limit at the site, shared by
-    its origins there, each written at its rate and kept once per replica."""
+    """{(account, storage, replicas): (seconds, limit text, 'account')}: each account's storage limit at the site
+    (of the tier of the stream's replicas, in a tiered account), shared by its origins there that count against it,
+    each written at its rate and kept once per replica."""
     used = {}
     for _place, desired in streams:
         storage = desired.config.get("storage") or "file"
         field = "disk_storage" if storage == "file" else "mem_storage"
-        total = _size((limits.get(desired.creds) or {}).get(field))
+        replicas = desired.config.get("num_replicas") or 1
+        jetstream = limits.get(desired.creds) or {}
+        total, name = _account_limit(jetstream, replicas, field)
         if total <= 0:
             continue
         rate = _rate_of(setting, desired.creds, desired.name)
         if "bytes" not in rate:
-            raise BudgetError("%s: account %r: jetstream.%s %s: write_rate.bytes is not declared, so how long it "
-                              "lasts cannot be told (%s)" % (site, desired.creds, field, _amount(total, "bytes"),
+            raise BudgetError("%s: account %r: %s %s: write_rate.bytes is not declared, so how long it "
+                              "lasts cannot be told (%s)" % (site, desired.creds, name, _amount(total, "bytes"),
                                                              SETTING))
-        key = (desired.creds, storage)
-        replicas = desired.config.get("num_replicas") or 1
-        entry = used.setdefault(key, [total, field, 0.0])
+        # every tier is a limit of its own; the account-wide one is shared by every replica count
+        key = (desired.creds, storage, replicas if jetstream.get("tiers") else 0)
+        entry = used.setdefault(key, [total, name, 0.0])
         entry[2] += rate["bytes"] * replicas
-    return dict((key, (total / per_second, "account %s's jetstream.%s %s at %s/s" % (
-        key[0], field, _amount(total, "bytes"), _amount(per_second, "bytes")), "account"))
-        for key, (total, field, per_second) in used.items())
+    return dict((key, (total / per_second, "account %s's %s %s at %s/s" % (
+        key[0], name, _amount(total, "bytes"), _amount(per_second, "bytes")), "account"))
+        for key, (total, name, per_second) in used.items())
 
 
 def _size(value):

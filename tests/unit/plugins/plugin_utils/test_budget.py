@@ -72,6 +72,22 @@ def test_an_account_shares_its_storage_among_its_origins_at_the_site():
     assert [(row["stream"], row["budget"]) for row in rows] == [("tel", 1024), ("two", 1024)]
 
 
+def test_a_tiered_account_limits_each_origin_by_the_tier_of_its_replicas():
+    accounts = [{"name": "T", "users": [{"name": "u"}], "jetstream": {"tiers": {
+        "R1": {"disk_storage": "1GiB", "mem_storage": "64MiB"}, "R3": {"disk_storage": "3GiB"}}}}]
+    outage = {"survive": "1m", "write_rate": {"bytes": "512KiB"}}
+    hostvars = fleet({"name": "tel", "subjects": ["tel.>"]}, {"name": "two", "subjects": ["two"]},
+                     {"name": "three", "subjects": ["three"], "replicas": 3}, outage=outage,
+                     hub_sources=[{"name": name, "domain": "s1"} for name in ("tel", "two", "three")])
+    for host in ("s1-1", "s1-2"):
+        hostvars[host] = dict(hostvars[host], nats_accounts=accounts)
+    rows = dict((row["stream"], row) for row in budgets(hostvars))
+    # R1: tel and two share 1 GiB at 512 KiB/s each; R3: three's 512 KiB/s is kept three times in its 3 GiB
+    assert (rows["tel"]["budget"], rows["two"]["budget"], rows["three"]["budget"]) == (1024, 1024, 2048), rows
+    assert rows["three"]["limit"] == "account T's jetstream.tiers.R3.disk_storage 3GiB at 1.5MiB/s"
+    assert rows["tel"]["limit"] == "account T's jetstream.tiers.R1.disk_storage 1GiB at 1MiB/s"
+
+
 def test_a_stream_rate_overrides_the_site_rate():
     outage = {"survive": "1m", "write_rate": RATE, "streams": {"tel": {"messages": 1}}}
     [row] = budgets(fleet({"name": "tel", "subjects": ["tel.>"], "max_msgs": 600}, outage=outage))
