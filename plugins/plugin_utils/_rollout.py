@@ -342,10 +342,10 @@ def downgrade_problems(host, target, varz, jsz):
         return []
     body = _answer(jsz)
     if body is None:
+        why = (jsz or {}).get("msg") or "status %s" % (jsz or {}).get("status")
         return ["%s: moves from nats-server %s to %s, and the API levels its streams and consumers need could not be "
-                "read from /jsz (%s); %s" % (host, _versions.version_text(running), _versions.version_text(wanted),
-                                              (jsz or {}).get("msg") or "status %s" % (jsz or {}).get("status"),
-                                              opt_out.replace("start it", "make /jsz answer"))]
+                "read from /jsz (%s); %s" % (host, _versions.version_text(running), _versions.version_text(wanted), why,
+                                             opt_out.replace("start it", "make /jsz answer"))]
     refused = _versions.downgrade_refusals(_versions.jsz_assets(body), wanted, running)
     if not refused:
         return []

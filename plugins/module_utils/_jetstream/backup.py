@@ -338,8 +338,8 @@ def copy_plans(client, js, copies, stream, start):
     does not source ``stream`` in ``js``'s domain, or mirrors it is refused, naming it."""
     plans = []
     for index, copy in enumerate(copies or ()):
-        where = "copies[%d]: stream %s%s" % (index, copy["stream"], " in domain %s" % copy["domain"]
-                                              if copy.get("domain") else "")
+        in_domain = " in domain %s" % copy["domain"] if copy.get("domain") else ""
+        where = "copies[%d]: stream %s%s" % (index, copy["stream"], in_domain)
         cjs = JetStream(client, domain=copy.get("domain"))
         info = cjs.lookup("STREAM.INFO.%s" % copy["stream"])
         if info is None:
