@@ -101,6 +101,29 @@ options:
       domain:
         description: The copy's JetStream domain (left out - the domain of the connection's servers).
         type: str
+  consumers:
+    description:
+      - With O(state=backup), include the streams' consumers (their configs and where each stands). V(false) backs
+        up the messages alone; a restore of such a backup makes no consumer.
+    type: bool
+    default: true
+  replicas:
+    description:
+      - With O(state=restore), the replicas of the restored streams, 1 to 5, in place of the backup's (for example a
+        site's R1 stream restored as R3 into a cluster). Left out, as backed up.
+    type: int
+  placement:
+    description:
+      - With O(state=restore), where the restored streams go, in place of the backup's placement.
+    type: dict
+    suboptions:
+      cluster:
+        description: The cluster to restore into.
+        type: str
+      tags:
+        description: Server tags every replica's server must have.
+        type: list
+        elements: str
   check_messages:
     description:
       - With O(state=backup), have the server check every message's checksum before it takes the snapshot (slower).
@@ -212,9 +235,13 @@ def main():
     p = module.params
     try:
         streams = backup.check_streams(p["streams"])
-        for option in ("replace", "copies"):
+        for option in ("replace", "copies", "replicas", "placement"):
             if p[option] and p["state"] != "restore":
                 raise backup.BackupError("%s: applies to state=restore only" % option)
+        if not p["consumers"] and p["state"] != "backup":
+            raise backup.BackupError("consumers: applies to state=backup only (a restore restores what the backup "
+                                     "holds)")
+        backup.restored_config({}, p["replicas"], p["placement"])  # refused before anything is read
         require_nats_py(p)
     except NatsEdgeError as exc:
         fail_from(module, exc, streams=[])
@@ -223,10 +250,11 @@ def main():
             js = JetStream(client, domain=p.get("domain"), api_prefix=p.get("api_prefix"))
             if p["state"] == "backup":
                 entries, before, after = backup.backup(client, js, streams, p["path"], module.check_mode,
-                                                       p["check_messages"])
+                                                       p["check_messages"], p["consumers"])
             else:
                 entries, before, after = backup.restore(client, js, streams, p["path"], p["replace"],
-                                                        module.check_mode, p["copies"])
+                                                        module.check_mode, p["copies"], p["replicas"],
+                                                        p["placement"])
     except (NatsEdgeError, OSError) as exc:
         fail_from(module, NatsEdgeError("%s: %s" % (p["state"], exc), **getattr(exc, "result", {})), streams=[])
     for entry in entries:

@@ -129,6 +129,34 @@ def test_round_trip_with_a_consumer_and_its_ack_floor(server, tmp_path):
     assert newer["changed"] and newer["streams"][0]["consumers"] == 2, newer
 
 
+def test_messages_alone_and_a_restore_with_other_replicas_and_placement(server, tmp_path):
+    url = server["url"]
+    make_stream(url, "VISITS", ["visits.>"])
+    publish(url, "visits.seen", 4)
+    consume_and_ack(url, "VISITS", "reader", 2)
+    task = dict(servers=[url], timeout=5.0, streams=["VISITS"], path=str(tmp_path / "backups"), consumers=False)
+    taken = run_module("jetstream_backup", task)
+    assert taken["changed"] and taken["streams"][0]["consumers"] == 0, taken
+    manifest = json.loads((tmp_path / "backups" / "VISITS" / "manifest.json").read_text())
+    assert manifest["consumers"] == {} and manifest["summary"]["consumers"] == 0, manifest
+    assert not run_module("jetstream_backup", task)["changed"]  # the consumer's progress is not part of it
+
+    restore = dict(servers=[url], timeout=5.0, streams=["VISITS"], path=str(tmp_path / "backups"), state="restore")
+    for bad, wanted in ((dict(replicas=7), "replicas: 7: a stream has 1 to 5 replicas"),
+                        (dict(state="backup", replicas=1), "replicas: applies to state=restore only"),
+                        (dict(consumers=False), "consumers: applies to state=backup only")):
+        refused = run_module("jetstream_backup", dict(restore, **bad))
+        assert refused.get("failed") and wanted in refused["msg"], (bad, refused)
+    with jetstream(url) as js:
+        js.call("STREAM.DELETE.VISITS")
+    # the restored stream takes the replicas and placement given (a single server keeps the placement as asked)
+    restored = run_module("jetstream_backup", dict(restore, replicas=1, placement={"tags": ["site"], "cluster": ""}))
+    entry = restored["streams"][0]
+    assert (entry["messages"], entry["consumers"]) == (4, 0), entry
+    config = stream_info(url, "VISITS")["config"]
+    assert config["num_replicas"] == 1 and config["placement"] == {"tags": ["site"]}, config
+
+
 def test_a_tampered_backup_is_refused_naming_the_file(server, tmp_path):
     url = server["url"]
     make_stream(url, "EVENTS", ["events.>"])

@@ -41,6 +41,12 @@ ARGUMENT_SPEC = dict(
     path=dict(type="path", required=True),
     replace=dict(type="bool", default=False),
     check_messages=dict(type="bool", default=False),
+    consumers=dict(type="bool", default=True),
+    replicas=dict(type="int"),
+    placement=dict(type="dict", options=dict(
+        cluster=dict(type="str"),
+        tags=dict(type="list", elements="str"),
+    )),
     copies=dict(type="list", elements="dict", default=[], options=dict(
         stream=dict(type="str", required=True),
         domain=dict(type="str"),
@@ -254,16 +260,17 @@ def _entry(stream, action, path, counts, **more):
     return entry
 
 
-def backup(client, js, streams, path, check_mode, check_messages=False):
-    """Back up ``streams`` (every stream of the account when empty) into ``path``. Returns (entries, before,
-    after): an entry per stream, its action ``written`` or ``unchanged`` with its counts."""
+def backup(client, js, streams, path, check_mode, check_messages=False, with_consumers=True):
+    """Back up ``streams`` (every stream of the account when empty) into ``path``, with their consumers unless
+    ``with_consumers`` is false. Returns (entries, before, after): an entry per stream, its action ``written`` or
+    ``unchanged`` with its counts."""
     names = streams or stream_names(js)
     plans = []
     for stream in names:  # everything is read and checked before the first snapshot
         info = js.lookup("STREAM.INFO.%s" % stream)
         if info is None:
             raise BackupError("stream %s does not exist %s: nothing to back up" % (stream, js.where()))
-        consumers = consumers_of(js, stream)
+        consumers = consumers_of(js, stream) if with_consumers else []
         directory = os.path.join(path, stream)
         print_ = fingerprint(info.get("config"), info.get("state"), consumers)
         try:
@@ -279,17 +286,17 @@ def backup(client, js, streams, path, check_mode, check_messages=False):
             after[stream] = before[stream]
             continue
         if check_mode:
-            counts = summary(info.get("state"))
+            counts = dict(summary(info.get("state")), consumers=len(consumers))
             entries.append(_entry(stream, "written", directory, counts))
             after[stream] = counts
             continue
-        manifest = _take(client, js, stream, directory, print_, consumers, check_messages)
+        manifest = _take(client, js, stream, directory, print_, consumers, check_messages, with_consumers)
         entries.append(_entry(stream, "written", directory, manifest["summary"], taken=manifest["taken"]))
         after[stream] = manifest["summary"]
     return entries, before, after
 
 
-def _take(client, js, stream, directory, print_, consumers, check_messages):
+def _take(client, js, stream, directory, print_, consumers, check_messages, with_consumers=True):
     parent = os.path.dirname(directory)
     make_private_dir(parent)
     work = tempfile.mkdtemp(prefix=".%s.new-" % stream, dir=parent)  # 0700
@@ -297,7 +304,7 @@ def _take(client, js, stream, directory, print_, consumers, check_messages):
         snapshot = os.path.join(work, SNAPSHOT)
         handle = os.open(snapshot, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         with os.fdopen(handle, "wb") as out:
-            body = {"no_consumers": False}
+            body = {"no_consumers": not with_consumers}
             if check_messages:
                 body["jsck"] = True
             reply, _size = client.snapshot_stream(js.prefix, stream, body, out)
@@ -307,7 +314,7 @@ def _take(client, js, stream, directory, print_, consumers, check_messages):
         version = client.server_version() or stream_model.version_text(target_version(js))
         manifest = {
             "format": FORMAT, "stream": stream, "taken": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "server_version": version, "summary": summary(reply.get("state")),
+            "server_version": version, "summary": dict(summary(reply.get("state")), consumers=len(consumers)),
             "consumers": consumer_positions(consumers), "fingerprint": print_,
             "files": dict((name, {"sha256": sha256_file(os.path.join(work, name)),
                                   "size": os.path.getsize(os.path.join(work, name))}) for name in (SNAPSHOT, STREAM))}
@@ -372,7 +379,22 @@ def copy_plans(client, js, copies, stream, start):
     return plans
 
 
-def restore(client, js, streams, path, replace, check_mode, copies=()):
+def restored_config(config, replicas=None, placement=None):
+    """The config a restore sends: the backup's, with ``replicas`` and ``placement`` (``cluster``, ``tags``) in
+    place of its own where given (a stream restored into another cluster, or with more replicas)."""
+    config = dict(config or {})
+    if replicas is not None:
+        if not 1 <= replicas <= 5:
+            raise BackupError("replicas: %d: a stream has 1 to 5 replicas" % replicas)
+        config["num_replicas"] = replicas
+    if placement:
+        given = dict((key, value) for key, value in placement.items() if value)
+        if given:
+            config["placement"] = dict(config.get("placement") or {}, **given)
+    return config
+
+
+def restore(client, js, streams, path, replace, check_mode, copies=(), replicas=None, placement=None):
     """Restore ``streams`` (every stream backed up in ``path`` when empty). Every backup is verified and every
     target checked before anything is sent. Returns (entries, before, after); an entry's action is ``restored``,
     ``replaced`` (an existing stream deleted first, with ``replace``) or ``unchanged`` (the stream already holds
@@ -409,6 +431,7 @@ def restore(client, js, streams, path, replace, check_mode, copies=()):
                 action = "replaced"
         start = int(manifest["summary"].get("last_seq") or 0) + 1
         copied = copy_plans(client, js, copies, stream, start) if action != "unchanged" else []
+        body = dict(body, config=restored_config(body.get("config"), replicas, placement))
         plans.append((stream, directory, manifest, body, info, action, copied))
     entries, before, after = [], {}, {}
     for stream, directory, manifest, body, info, action, copied in plans:
