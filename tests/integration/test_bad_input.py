@@ -61,6 +61,13 @@ ROWS = [
      "state must be one of"),
     ("backup-restore-nothing", "jetstream_backup", dict(JS, state="restore", path="/nonexistent/nats-edge-backup"),
      "holds no stream backup"),
+    ("backup-restore-replicas", "jetstream_backup", dict(JS, state="restore", path="/tmp/nats-edge-bad-backup",
+                                                         replicas=0), "replicas: 0: a stream has 1 to 5 replicas"),
+    ("backup-copies-on-backup", "jetstream_backup", dict(JS, path="/tmp/nats-edge-bad-backup",
+                                                         copies=[{"stream": "AGG"}]),
+     "copies: applies to state=restore only"),
+    ("backup-copies-no-stream", "jetstream_backup", dict(JS, state="restore", path="/tmp/nats-edge-bad-backup",
+                                                         copies=[{"domain": "hub"}]), "stream"),
     # -- jetstream_stream: the options of 2.12-2.14 and their combinations -----------------------------------------
     ("stream-counter-discard-new", STREAM, dict(ORDERS, subjects=["orders.>"], allow_msg_counter=True, discard="new"),
      "allow_msg_counter"),
