@@ -101,6 +101,14 @@ options:
               description: Server tags every replica's server must have.
               type: list
               elements: str
+            preferred:
+              description:
+                - Name of the server the bucket's leader should be on, one that holds a replica (nats-server 2.11 or
+                  later; refused before anything is sent on an older one). Not part of the bucket's configuration;
+                  the leader is moved there with a leader step-down, as
+                  O(nats_edge.fleet.jetstream_stream#module:placement.preferred) of M(nats_edge.fleet.jetstream_stream)
+                  describes; a second run changes nothing.
+              type: str
         compression:
           description: Compress the values on disk (S2). Needs nats-server 2.10 or later.
           type: bool
@@ -136,6 +144,8 @@ options:
             - The copy answers reads locally and keeps answering while the origin's domain is down.
             - Declare it on every run of a copy; left out, the task fails unless O(promote) is set.
             - A bucket cannot copy itself (the same name in the same domain).
+            - A mirror cannot change on a live bucket, its start and filter neither (the server refuses it) - the task
+              fails naming the bucket.
           type: dict
           suboptions: &copy
             name:
@@ -157,12 +167,54 @@ options:
                   description: Delivery prefix for the copied values, when the account import needs one.
                   type: str
                   default: ""
+            start_seq:
+              description:
+                - First sequence of the origin bucket's stream to copy (what was written before it is not copied).
+              type: int
+              aliases: [opt_start_seq]
+            start_time:
+              description:
+                - Copy what was written from this time on, in RFC 3339 (a time without offset is UTC). Not with
+                  C(start_seq).
+              type: str
+              aliases: [opt_start_time]
+            filter_subject:
+              description:
+                - Copy only the keys this key pattern matches - V(site.*.up), V(config.>), V(fleet) - or, as the nats
+                  clients and NACK take it, a subject under the origin's C($KV.<origin>.) (V($KV.status.site.>)).
+                  Anything else (another bucket's subjects) is refused.
+                - A mirror, and a source of the same name, keep the origin's subjects, so the filter is theirs. A source
+                  of another name has its keys moved under this bucket's subjects by a subject transform, and the
+                  server takes no filter next to one, so the pattern becomes that transform's source (and its
+                  C(*) tokens the destination's C({{wildcard(n)}})); needs nats-server 2.10, as such a source does.
+                - Not with C(subject_transforms).
+              type: str
+            subject_transforms:
+              description:
+                - Sources only (a mirror keeps its origin's keys, as the clients read it under its origin's subjects).
+                  Which keys of the origin to copy (C(src), a key pattern or a subject under C($KV.<origin>.)) and
+                  the keys they become here (C(dest), a key pattern or a subject under C($KV.<name>.), which may use
+                  the server's mapping functions such as V({{wildcard(1)}})), instead of the whole bucket.
+                  Needs nats-server 2.10.
+              type: list
+              elements: dict
+              suboptions:
+                src:
+                  description: Keys of the origin to copy.
+                  type: str
+                  required: true
+                dest:
+                  description: The keys they become in this bucket.
+                  type: str
+                  required: true
         sources:
           description:
             - Buckets (of other domains or accounts) whose keys this bucket also holds, for example every edge site's
               bucket gathered at the hub. Keys of a source with another name are moved under this bucket's subjects by
               a subject transform, which needs nats-server 2.10 or later.
             - A bucket cannot source itself (the same name in the same domain).
+            - Sources can be added, removed and changed on a live bucket; a source whose filter, transforms or start
+              change is a new source to the server, which copies it again from its start.
           type: list
           elements: dict
           suboptions: *copy

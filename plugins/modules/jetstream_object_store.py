@@ -90,6 +90,13 @@ options:
         description: Server tags every replica's server must have.
         type: list
         elements: str
+      preferred:
+        description:
+          - Name of the server the store's leader should be on, one that holds a replica (nats-server 2.11 or later;
+            refused before anything is sent on an older one). Not part of the store's configuration; the leader is
+            moved there with a leader step-down, as O(nats_edge.fleet.jetstream_stream#module:placement.preferred) of
+            M(nats_edge.fleet.jetstream_stream) describes; a second run changes nothing.
+        type: str
   compression:
     description: Compress the objects on disk (S2). Needs nats-server 2.10 or later.
     type: bool
@@ -102,6 +109,10 @@ options:
         O(promote).
       - Declare it on every run of a copy; left out, the task fails unless O(promote) is set.
       - A store cannot copy itself (the same name in the same domain).
+      - A copy is always of the whole store, from its first message - an object is its metadata and chunks, stored as
+        separate messages under names no filter can pick by object, so a copy that starts later or filters would hold
+        objects without their chunks (the start and filter options of M(nats_edge.fleet.jetstream_kv) copies are
+        not offered here).
     type: dict
     suboptions:
       name:

@@ -154,6 +154,23 @@ options:
               description: Server tags the replicas need. Compared as a set.
               type: list
               elements: str
+            preferred:
+              description:
+                - Name of the server the stream's leader should be on; one of the servers that hold a replica.
+                  Needs nats-server 2.11 or later; on an older server the task fails before anything is sent.
+                - It is not part of the stream's configuration (nats-server refuses a preferred server there); after
+                  the stream is created or updated, a leader elsewhere is moved with a leader step-down that names
+                  this server (C(STREAM.LEADER.STEPDOWN)), and the run waits until the stream reports it as its
+                  leader. A stream whose leader is there already is left alone, so a second run changes nothing;
+                  a leader that moved away since (a restart) is moved back. Changing it moves the leader, never
+                  updates or recreates the stream; leaving it out leaves the leader where it is.
+                - On its own it leaves O(placement.cluster) and O(placement.tags) as the stream has them.
+                - A server that holds no replica is refused, naming the stream's servers (before anything is sent
+                  when the run keeps the stream on its servers; a new stream, or one whose replicas or placement
+                  change, is checked once the server has placed it). With fewer replicas than servers, use
+                  O(placement.tags) to have the server place one there.
+                - In check mode, the move of a live stream's leader is reported (RV(leader), RV(actions)), not sent.
+              type: str
         no_ack:
           description: Do not acknowledge published messages.
           type: bool
@@ -570,6 +587,13 @@ name:
   returned: when O(name) is used
   type: str
   sample: ORDERS
+leader:
+  description:
+    - Where the run moved the stream's leader for O(placement.preferred) (in check mode, would move it) - C(before),
+      the leader it had, and C(after), the preferred server; in each entry of RV(streams) too.
+  returned: when the leader moved (single form)
+  type: dict
+  sample: {before: hub-3, after: hub-2}
 action:
   description: What the run did, or would do in check mode (single form).
   returned: when O(name) is used
@@ -617,6 +641,9 @@ streams:
     creds:
       description: The item's own O(streams[].creds), when it gives them.
       type: str
+    leader:
+      description: Where the run moved the stream's leader, as RV(leader); only when it moved.
+      type: dict
     stream:
       description: The stream as the server reports it, as RV(stream).
       type: dict

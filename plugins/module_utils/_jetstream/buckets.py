@@ -20,6 +20,7 @@ import json
 import re
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_model import SOURCE_OPTIONS
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import api_domain, duration_ns, size_bytes
 
 BUCKET_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -41,6 +42,10 @@ _COPY = dict(name=dict(type="str", required=True), domain=dict(type="str"),
              external=dict(type="dict", options=dict(api=dict(type="str", required=True),
                                                      deliver=dict(type="str", default=""))))
 
+# where a key-value bucket's copy starts and which keys it takes: the stream's own options (see _kv_copy)
+_KV_COPY = dict(copy.deepcopy(_COPY), **dict((key, copy.deepcopy(SOURCE_OPTIONS[key])) for key in (
+    "start_seq", "start_time", "filter_subject", "subject_transforms")))
+
 # Options every bucket kind takes (the object store's as well as the key-value bucket's).
 BUCKET_OPTIONS = dict(
     description=dict(type="str"),
@@ -48,7 +53,8 @@ BUCKET_OPTIONS = dict(
     max_bytes=dict(type="raw"),
     storage=dict(type="str", choices=["file", "memory"]),
     replicas=dict(type="int"),
-    placement=dict(type="dict", options=dict(cluster=dict(type="str"), tags=dict(type="list", elements="str"))),
+    placement=dict(type="dict", options=dict(cluster=dict(type="str"), tags=dict(type="list", elements="str"),
+                                             preferred=dict(type="str"))),
     compression=dict(type="bool"),
     metadata=dict(type="dict"),
     mirror=dict(type="dict", options=copy.deepcopy(_COPY), mutually_exclusive=[["domain", "external"]]),
@@ -57,13 +63,14 @@ BUCKET_OPTIONS = dict(
 
 KV_OPTIONS = dict(
     copy.deepcopy(BUCKET_OPTIONS),
+    mirror=dict(type="dict", options=copy.deepcopy(_KV_COPY), mutually_exclusive=[["domain", "external"]]),
     history=dict(type="int"),
     max_value_size=dict(type="raw"),
     republish=dict(type="dict", options=dict(src=dict(type="str"), dest=dict(type="str", required=True),
                                              headers_only=dict(type="bool"))),
     per_key_ttl=dict(type="bool"),
     limit_marker_ttl=dict(type="raw"),
-    sources=dict(type="list", elements="dict", options=copy.deepcopy(_COPY),
+    sources=dict(type="list", elements="dict", options=copy.deepcopy(_KV_COPY),
                  mutually_exclusive=[["domain", "external"]]),
     entries=dict(type="dict"),
     exclusive=dict(type="bool"),
@@ -163,16 +170,86 @@ def _check_not_itself(bucket, field, given, domain):
                               bucket, field, "in domain %r" % origin if origin else "in the same domain"))
 
 
-def _copy_of(prefix, kind_field, given, transform_to=None):
-    """A mirror or source entry of the stream behind a bucket."""
+def _copy_of(prefix, given):
+    """A mirror or source entry of the stream behind a bucket: its origin's stream and where that is."""
     entry = {"name": prefix + given["name"]}
     if given.get("domain"):
         entry["domain"] = given["domain"]
     if given.get("external"):
         entry["external"] = dict(given["external"])
-    if transform_to and given["name"] != transform_to:
+    return entry
+
+
+_KEY_TOKEN = re.compile(r"^[-/_=a-zA-Z0-9]+$")
+
+
+def _kv_subject(bucket, field, owner, value, dest=False):
+    """The subject of ``value`` among the keys of bucket ``owner``: a key pattern (``site.*``, ``config.>``,
+    ``fleet``) goes under ``$KV.<owner>.``; a subject that already starts with ``$KV.`` must be one of its keys.
+    A transform's ``dest`` may hold the server's mapping functions (``{{wildcard(1)}}``), checked by the stream."""
+    if not isinstance(value, str) or not value.strip():
+        raise BucketError("bucket %r: %s: %r is not a key pattern" % (bucket, field, value))
+    prefix = "$KV.%s." % owner
+    if value.startswith("$KV."):
+        if not value.startswith(prefix) or value == prefix:
+            raise BucketError("bucket %r: %s: %r is not under %s (the keys of bucket %r); write a key pattern such as "
+                              "'site.*', or a subject under %s" % (bucket, field, value, prefix + ">", owner, prefix))
+        value = value[len(prefix):]
+    tokens = value.split(".")
+    for index, token in enumerate(tokens):
+        if dest and token and not re.search(r"\s", token):
+            continue
+        if not (_KEY_TOKEN.match(token) or token == "*" or (token == ">" and index == len(tokens) - 1)):
+            raise BucketError("bucket %r: %s: %r is not a key pattern; use keys' tokens (letters, digits, '-', '/', "
+                              "'_', '='), '*' for one token and '>' last for the rest" % (bucket, field, value))
+    return prefix + value
+
+
+def _as_dest(bucket, pattern):
+    """The transform destination under ``$KV.<bucket>.`` that keeps the keys a pattern matches (``$KV.<origin>.``
+    replaced): its n-th ``*`` becomes ``{{wildcard(n)}}``, as the server maps subjects."""
+    tokens, wildcards = [], 0
+    for token in pattern.split(".")[2:]:
+        if token == "*":
+            wildcards += 1
+            token = "{{wildcard(%d)}}" % wildcards
+        tokens.append(token)
+    return "$KV.%s.%s" % (bucket, ".".join(tokens))
+
+
+def _kv_copy(bucket, field, given, source):
+    """A key-value bucket's mirror or (``source``) source entry: where copying starts (start_seq, start_time, as a
+    stream's) and which keys it takes. ``filter_subject`` is a key pattern (or a subject under the origin's
+    ``$KV.<origin>.``); a source of another name needs its keys moved under this bucket's subjects, so its filter
+    becomes the source of that subject transform (the server takes no filter next to transforms).
+    ``subject_transforms`` of a source map the origin's keys (``src``) to this bucket's (``dest``)."""
+    origin = given["name"]
+    entry = _copy_of("KV_", given)
+    for key in ("start_seq", "start_time"):
+        if given.get(key) is not None:
+            entry[key] = given[key]
+    wanted, transforms = given.get("filter_subject"), given.get("subject_transforms")
+    if wanted and transforms:
+        raise BucketError("bucket %r: %s: filter_subject and subject_transforms cannot be combined (the source of each "
+                          "transform filters the keys)" % (bucket, field))
+    if transforms:
+        if not source:
+            raise BucketError("bucket %r: %s.subject_transforms: a mirror keeps its origin's keys as they are (clients "
+                              "read a copy under its origin's subjects); use filter_subject to take some keys, or "
+                              "sources to move keys" % (bucket, field))
+        entry["subject_transforms"] = [dict(
+            src=_kv_subject(bucket, "%s.subject_transforms[%d].src" % (field, index), origin, item.get("src")),
+            dest=_kv_subject(bucket, "%s.subject_transforms[%d].dest" % (field, index), bucket, item.get("dest"),
+                             dest=True)) for index, item in enumerate(transforms)]
+    elif wanted:
+        subject = _kv_subject(bucket, field + ".filter_subject", origin, wanted)
+        if source and origin != bucket:
+            entry["subject_transforms"] = [{"src": subject, "dest": _as_dest(bucket, subject)}]
+        else:
+            entry["filter_subject"] = subject
+    elif source and origin != bucket:
         # a source bucket's keys land under this bucket's subjects
-        entry["subject_transforms"] = [{"src": "$KV.%s.>" % given["name"], "dest": "$KV.%s.>" % transform_to}]
+        entry["subject_transforms"] = [{"src": "$KV.%s.>" % origin, "dest": "$KV.%s.>" % bucket}]
     return entry
 
 
@@ -215,7 +292,7 @@ def kv_stream(bucket, options, domain=None):
     if options.get("mirror"):
         if options.get("sources"):
             raise BucketError("bucket %r: mirror and sources cannot be combined" % bucket)
-        item["mirror"] = _copy_of("KV_", "mirror", options["mirror"])
+        item["mirror"] = _kv_copy(bucket, "mirror", options["mirror"], source=False)
         item["mirror_direct"] = True
         # a mirror stores what its origin accepted: nats-server 2.10+ keeps no
         # duplicate window on it (asking for one would never be applied)
@@ -223,7 +300,8 @@ def kv_stream(bucket, options, domain=None):
     else:
         item["subjects"] = ["$KV.%s.>" % bucket]
         if options.get("sources") is not None:
-            item["sources"] = [_copy_of("KV_", "sources", s, transform_to=bucket) for s in options["sources"]]
+            item["sources"] = [_kv_copy(bucket, "sources[%d]" % index, entry, source=True)
+                               for index, entry in enumerate(options["sources"])]
     return item
 
 
@@ -245,7 +323,7 @@ def object_store_stream(bucket, options, domain=None):
     _common(bucket, item, options)
     _check_copies(bucket, options, options.get("domain") if domain is None else domain)
     if options.get("mirror"):
-        item["mirror"] = _copy_of("OBJ_", "mirror", options["mirror"])
+        item["mirror"] = _copy_of("OBJ_", options["mirror"])
         item["mirror_direct"] = True
     else:
         item["subjects"] = ["$O.%s.C.>" % bucket, "$O.%s.M.>" % bucket]

@@ -10,6 +10,7 @@ collection; jetstream_stream and the modules whose resources are streams
 from __future__ import annotations
 
 import contextlib
+import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import placement as js_placement
@@ -25,6 +26,8 @@ _AUTH = ("creds", "nkey_seed", "user", "password", "token")
 # many times to ask again (the servers heard in any round count, each once)
 LATE_REPLIES = 2.0
 LATE_ROUNDS = 3
+# seconds a run waits for a stream's leader to be on its placement.preferred server
+LEADER_WAIT = 15.0
 
 
 class StreamManager(object):
@@ -58,14 +61,16 @@ class StreamManager(object):
             except JetStreamError as exc:
                 raise StreamFailure("stream %r %s: %s" % (desired.name, self.where(), exc)) from exc
         create_version = None
-        if any(infos[d.name] is None and d.state == "present" and js_stream.needs_version(d.config)
+        if any(infos[d.name] is None and d.state == "present" and (js_stream.needs_version(d.config) or d.preferred)
                for d in self.declared):
             create_version = js_stream.version_from_account(self.js.call("INFO"))
         plans = []
         for desired in self.declared:
             info = infos[desired.name]
             version = js_stream.version_from_stream(info) if info else create_version
-            plans.append((desired, js_stream.plan(desired, info, version, self.where()), info))
+            plan = js_stream.plan(desired, info, version, self.where())
+            js_stream.check_leader_move(desired, plan, info, self.where())
+            plans.append((desired, plan, info))
         for desired, plan, info in plans:
             self.results[desired.name] = self.entry(plan, info)
         if checks:
@@ -78,6 +83,61 @@ class StreamManager(object):
             for desired, plan, _info in self.plans:
                 if plan.action == action:
                     self.apply(desired, plan)
+        for desired, plan, info in self.plans:
+            if desired.preferred and plan.action != "delete":
+                self.move_leader(desired, plan, info)
+
+    def move_leader(self, desired, plan, info):
+        """Bring the stream's leader to ``desired.preferred`` with a leader step-down that names it (the server
+        takes no preferred server in a stream's config), then wait until the stream reports it as its leader. In
+        check mode: the step-down a live stream needs, not sent; a new stream's leader the server picks."""
+        name, where = desired.name, self.where()
+        if self.check_mode:
+            if js_stream.keeps_servers(plan):
+                moved_from = js_stream.leader_move(desired, info, where)
+                if moved_from is not None:
+                    self.js.change("STREAM.LEADER.STEPDOWN.%s" % name, _stepdown(desired.preferred), True)
+                    self.results[name].update(changed=True, leader=dict(before=moved_from, after=desired.preferred))
+            return
+        deadline = time.monotonic() + LEADER_WAIT
+        current = self.leader_info(name, deadline)
+        moved_from = js_stream.leader_move(desired, current, where)
+        if moved_from is None:
+            return
+        self.results[name].update(changed=True, leader=dict(before=moved_from, after=desired.preferred))
+        ask_at, last_error = 0.0, None
+        while True:
+            leader = js_stream.stream_servers(current)[0]
+            if leader == desired.preferred:
+                self.results[name]["stream"] = _stream(current)
+                return
+            if time.monotonic() > deadline:
+                raise StreamFailure("stream %r %s: placement.preferred: the leader is still %s %.0f s after asking it "
+                                    "to step down for %r%s" % (name, where, leader or "not elected", LEADER_WAIT,
+                                                               desired.preferred,
+                                                               " (%s)" % last_error if last_error else ""))
+            if time.monotonic() >= ask_at:
+                # asked again while it has not moved: a new group's replica may still be catching up
+                ask_at = time.monotonic() + 2.0
+                try:
+                    self.js.change("STREAM.LEADER.STEPDOWN.%s" % name, _stepdown(desired.preferred), False)
+                except JetStreamError as exc:
+                    last_error = exc
+            time.sleep(0.25)
+            current = self.leader_info(name, deadline)
+
+    def leader_info(self, name, deadline):
+        """The stream's STREAM.INFO once it reports a leader (a new or changed group elects one first)."""
+        while True:
+            try:
+                info = self.info(name)
+            except NatsClientError as exc:
+                if isinstance(exc, JetStreamError) or time.monotonic() > deadline:
+                    raise
+                continue  # only the leader answers: none while the group elects one
+            if not (info or {}).get("cluster") or js_stream.stream_servers(info)[0] or time.monotonic() > deadline:
+                return info
+            time.sleep(0.1)
 
     def check_placements(self, client, plans):
         """Refuse, before the first request that changes anything, a placement the
@@ -297,6 +357,8 @@ def _summary(module, entries, actions, bulk):
     elif entries:
         entry = entries[0]
         result.update(name=entry["name"], action=entry["action"], stream=entry["stream"])
+        if entry.get("leader"):
+            result["leader"] = entry["leader"]
         if module._diff:
             result["diff"] = entry["diff"]
     return result
@@ -304,6 +366,10 @@ def _summary(module, entries, actions, bulk):
 
 class StreamFailure(NatsEdgeError):
     """A failure after the plan: the result still reports what was sent."""
+
+
+def _stepdown(preferred):
+    return {"placement": {"preferred": preferred}}
 
 
 def _stream(info):

@@ -70,7 +70,8 @@ STREAM_OPTIONS = dict(
     max_msg_size=dict(type="raw"),
     duplicate_window=dict(type="raw"),
     replicas=dict(type="int", aliases=["num_replicas"]),
-    placement=dict(type="dict", options=dict(cluster=dict(type="str"), tags=dict(type="list", elements="str"))),
+    placement=dict(type="dict", options=dict(cluster=dict(type="str"), tags=dict(type="list", elements="str"),
+                                             preferred=dict(type="str"))),
     no_ack=dict(type="bool"),
     allow_rollup=dict(type="bool", aliases=["allow_rollup_hdrs"]),
     deny_delete=dict(type="bool"),
@@ -135,9 +136,10 @@ class StreamError(NatsEdgeError):
     """Input or a requested change that cannot be applied, worded for the user."""
 
 
-# check_existing: the item's own check of the stream the server has (a bucket's, see buckets.live_check), or None
-Desired = namedtuple("Desired", "name state config on_immutable_change allow_data_loss warnings creds check_existing",
-                     defaults=(None,))
+# check_existing: the item's own check of the stream the server has (a bucket's, see buckets.live_check), or None;
+# preferred: the server the stream's leader should be on (placement.preferred, see leader_move), or None
+Desired = namedtuple("Desired", "name state config on_immutable_change allow_data_loss warnings creds check_existing "
+                     "preferred", defaults=(None, None))
 
 
 def desired_items(params):
@@ -191,6 +193,7 @@ def desired_from_params(params):
     except ValueError as exc:
         raise StreamError("stream name: %s" % exc)
     state = params.get("state") or "present"
+    params, preferred = _split_preferred(name, params)
     config = to_api(params) if state == "present" else {}
     given = dict((key, params.get(key)) for key in _DURATIONS)
     given["consumer_limits.inactive_threshold"] = (params.get("consumer_limits") or {}).get("inactive_threshold")
@@ -198,7 +201,25 @@ def desired_from_params(params):
                 (bare_seconds_warning(value, field) for field, value in sorted(given.items()) if value is not None)
                 if text] if state == "present" else []
     return Desired(name, state, config, params.get("on_immutable_change") or "fail",
-                   bool(params.get("allow_data_loss")), warnings, params.get("creds"), params.get("check_existing"))
+                   bool(params.get("allow_data_loss")), warnings, params.get("creds"), params.get("check_existing"),
+                   preferred if state == "present" else None)
+
+
+def _split_preferred(name, params):
+    """(params without placement.preferred, the preferred server or None). nats-server refuses a preferred server
+    in a stream's config (2.11 and later: "preferred server not permitted in placement", server/stream.go
+    checkStreamCfg; 2.9 and 2.10 drop it): it is no config field but where the leader is moved (leader_move).
+    A placement that names only the preferred server leaves the stream's cluster and tags as they are."""
+    placement = params.get("placement")
+    if not isinstance(placement, dict) or placement.get("preferred") is None:
+        if isinstance(placement, dict) and "preferred" in placement:
+            params = dict(params, placement=dict((k, v) for k, v in placement.items() if k != "preferred"))
+        return params, None
+    preferred = placement["preferred"]
+    if not isinstance(preferred, str) or not preferred.strip() or re.search(r"\s", preferred):
+        raise StreamError("stream %r: placement.preferred: %r is not a server name" % (name, preferred))
+    rest = dict((k, v) for k, v in placement.items() if k != "preferred")
+    return dict(params, placement=rest if any(v is not None for v in rest.values()) else None), preferred
 
 
 # --------------------------------------------------------------------------
@@ -837,6 +858,9 @@ def plan(desired, info, version, where):
         return Plan(name, "delete", [], None, from_api(info["config"]), {})
 
     config = dict(desired.config)
+    if desired.preferred and version is not None and version.number < PREFERRED_SINCE:
+        raise StreamError("%s: placement.preferred needs nats-server %d.%d or later (the server is %s)" % (
+            prefix, PREFERRED_SINCE[0], PREFERRED_SINCE[1], version_text(version)))
     if info is None:
         problems = unsupported_fields(config, version)
         if problems:
@@ -884,6 +908,51 @@ def plan(desired, info, version, where):
         body = create_body(name, {k: v for k, v in config.items() if v is not None})
         return Plan(name, "recreate", fields, body, actual, body)
     return Plan(name, PROMOTE if promote else "update", fields, update_body(info["config"], config), actual, after)
+
+
+# the first release that moves a stream's leader to a named server (a leader step-down request with a placement,
+# server/jetstream_api.go getStepDownPreferredPlacement)
+PREFERRED_SINCE = (2, 11, 0)
+
+
+def stream_servers(info):
+    """(leader, the servers of the stream: leader first, then its replicas) of a STREAM.INFO reply."""
+    cluster = (info or {}).get("cluster") or {}
+    leader = cluster.get("leader")
+    return leader, [name for name in [leader] + [r.get("name") for r in cluster.get("replicas") or []] if name]
+
+
+def leader_move(desired, info, where):
+    """The server the leader of the stream in ``info`` is to move from (its leader now) to ``desired.preferred``;
+    None when it is there already or nothing is preferred. Raises StreamError when the preferred server holds no
+    replica of the stream: the server moves a leader only among the stream's own servers."""
+    if not desired.preferred or not info:
+        return None
+    leader, servers = stream_servers(info)
+    if leader == desired.preferred:
+        return None
+    if not info.get("cluster"):
+        raise StreamError("stream %r %s: placement.preferred: the stream is on a JetStream server that runs without a "
+                          "cluster, which moves no leader: leave placement.preferred out" % (desired.name, where))
+    if desired.preferred not in servers:
+        raise StreamError("stream %r %s: placement.preferred: %r holds no replica of the stream (its servers: %s); "
+                          "the leader moves only among them: raise replicas, or set placement so that it holds one" % (
+                              desired.name, where, desired.preferred, ", ".join(servers) or "none reported"))
+    return leader
+
+
+def check_leader_move(desired, plan_, info, where):
+    """Before anything is sent: refuse a preferred server that holds no replica of a live stream whose servers the
+    run leaves as they are (a change of replicas or placement picks them anew: checked after it, see
+    leader_move)."""
+    if desired.preferred and info is not None and keeps_servers(plan_):
+        leader_move(desired, info, where)
+
+
+def keeps_servers(plan_):
+    """Whether a plan leaves a live stream on the servers it has (nothing about its replicas or placement)."""
+    return plan_.action in ("none", "update", "promote") and not set(_top(plan_.fields)) & set(
+        ("num_replicas", "placement"))
 
 
 def _refuse_sealed_create(prefix, config, action):

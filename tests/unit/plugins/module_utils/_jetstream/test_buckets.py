@@ -225,3 +225,94 @@ def test_buckets_and_stores_carry_their_check_of_the_live_stream():
     assert callable(items[0]["check_existing"]) and "check_existing" not in items[1]
     store = kv.store_stream_item({"name": "fw", "state": "present"})
     assert callable(store["check_existing"])
+
+
+# -- where a key-value bucket's copy starts and which keys it takes ----------------------------------------------
+
+def _copied(options, bucket="all"):
+    """The bucket's stream item and its stream's config as stream_model takes it."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js
+    item = kv.kv_stream(bucket, options)
+    return item, js.desired_from_params(dict(item, state="present")).config
+
+
+def test_a_key_filter_of_a_source_of_another_name_becomes_its_transform():
+    item, config = _copied({"sources": [{"name": "status", "domain": "s1", "filter_subject": "site.*.up",
+                                         "start_seq": 3}]})
+    assert item["sources"] == [{"name": "KV_status", "domain": "s1", "start_seq": 3, "subject_transforms": [
+        {"src": "$KV.status.site.*.up", "dest": "$KV.all.site.{{wildcard(1)}}.up"}]}]
+    assert config["sources"] == [{"name": "KV_status", "opt_start_seq": 3, "subject_transforms": [
+        {"src": "$KV.status.site.*.up", "dest": "$KV.all.site.{{wildcard(1)}}.up"}],
+        "external": {"api": "$JS.s1.API", "deliver": ""}}]
+
+
+@pytest.mark.parametrize("given, wanted", [
+    ("config.>", "$KV.cfg.config.>"), ("$KV.cfg.config.>", "$KV.cfg.config.>"), ("fleet", "$KV.cfg.fleet"),
+    ("*.up", "$KV.cfg.*.up"),
+])
+def test_a_filter_is_a_key_pattern_or_a_subject_under_the_origin(given, wanted):
+    # a source of the same name (another domain) and a mirror keep the origin's subjects: a plain filter
+    assert _copied({"sources": [{"name": "cfg", "domain": "hub", "filter_subject": given}]}, "cfg")[1][
+        "sources"][0]["filter_subject"] == wanted
+    mirror = {"name": "cfg", "domain": "hub", "filter_subject": given, "start_time": "2026-01-01T02:00:00+02:00"}
+    assert _copied({"mirror": mirror}, "cfg")[1]["mirror"] == {
+        "name": "KV_cfg", "filter_subject": wanted, "opt_start_time": "2026-01-01T00:00:00Z",
+        "external": {"api": "$JS.hub.API", "deliver": ""}}
+
+
+def test_a_greedy_filter_keeps_the_rest_of_the_key():
+    assert _copied({"sources": [{"name": "status", "filter_subject": "$KV.status.site.a.>"}]})[0]["sources"][0][
+        "subject_transforms"] == [{"src": "$KV.status.site.a.>", "dest": "$KV.all.site.a.>"}]
+
+
+def test_transforms_of_a_source_map_the_origins_keys_to_this_buckets():
+    item, _config = _copied({"sources": [{"name": "status", "subject_transforms": [
+        {"src": "site.*", "dest": "sites.{{wildcard(1)}}"}, {"src": "$KV.status.fleet", "dest": "$KV.all.fleet"}]}]})
+    assert item["sources"][0]["subject_transforms"] == [
+        {"src": "$KV.status.site.*", "dest": "$KV.all.sites.{{wildcard(1)}}"},
+        {"src": "$KV.status.fleet", "dest": "$KV.all.fleet"}]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"mirror": {"name": "o", "subject_transforms": [{"src": "a", "dest": "b"}]}},
+     "bucket 'all': mirror.subject_transforms: a mirror keeps its origin's keys as they are"),
+    ({"sources": [{"name": "o", "filter_subject": "$KV.other.x"}]},
+     "bucket 'all': sources[0].filter_subject: '$KV.other.x' is not under $KV.o.> (the keys of bucket 'o')"),
+    ({"sources": [{"name": "o", "filter_subject": "$KV.o."}]}, "is not under $KV.o.>"),
+    ({"sources": [{"name": "o", "filter_subject": "a b"}]}, "sources[0].filter_subject: 'a b' is not a key pattern"),
+    ({"sources": [{"name": "o", "filter_subject": "a.>.b"}]}, "'a.>.b' is not a key pattern"),
+    ({"sources": [{"name": "o", "filter_subject": "a..b"}]}, "'a..b' is not a key pattern"),
+    ({"sources": [{"name": "o", "subject_transforms": [{"src": "a", "dest": "$KV.o.a"}]}]},
+     "sources[0].subject_transforms[0].dest: '$KV.o.a' is not under $KV.all.>"),
+    ({"sources": [{"name": "o", "filter_subject": "a", "subject_transforms": [{"src": "a", "dest": "b"}]}]},
+     "bucket 'all': sources[0]: filter_subject and subject_transforms cannot be combined"),
+])
+def test_bad_copy_options_are_refused_naming_the_bucket_and_the_option(options, message):
+    with pytest.raises(kv.BucketError) as err:
+        kv.kv_stream("all", options)
+    assert message in str(err.value), str(err.value)
+
+
+def test_start_seq_and_start_time_are_checked_as_a_streams():
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js
+    with pytest.raises(js.StreamError, match="sources\\[0\\]: start_seq and start_time cannot be combined"):
+        _copied({"sources": [{"name": "o", "start_seq": 2, "start_time": "2026-01-01T00:00:00Z"}]})
+    with pytest.raises(js.StreamError, match="mirror: start_time: "):
+        _copied({"mirror": {"name": "o", "start_time": "yesterday"}})
+
+
+def test_the_bucket_options_take_the_streams_copy_options_and_the_store_keeps_its_own():
+    for key in ("start_seq", "start_time", "filter_subject", "subject_transforms"):
+        assert key in kv.KV_OPTIONS["mirror"]["options"] and key in kv.KV_OPTIONS["sources"]["options"]
+        assert key not in kv.BUCKET_OPTIONS["mirror"]["options"]  # an object store's copy is whole
+    assert kv.BUCKET_OPTIONS["placement"]["options"]["preferred"] == {"type": "str"}
+
+
+def test_the_preferred_server_is_no_part_of_a_buckets_stream_config():
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js
+    item = kv.kv_stream("cfg", {"placement": {"cluster": "c", "tags": None, "preferred": "n2"}})
+    desired = js.desired_from_params(dict(item, state="present"))
+    assert desired.preferred == "n2" and desired.config["placement"] == {"cluster": "c"}
+    store = kv.object_store_stream("files", {"placement": {"preferred": "n1", "cluster": None, "tags": None}})
+    desired = js.desired_from_params(dict(store, state="present"))
+    assert desired.preferred == "n1" and "placement" not in desired.config

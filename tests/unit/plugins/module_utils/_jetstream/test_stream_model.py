@@ -532,7 +532,7 @@ def test_examples_cover_the_reference_scenario():
     used = [task["nats_edge.fleet.jetstream_stream"] for task in tasks]
     assert any(t.get("name") == "recv-cnc" and t.get("mirror", {}).get("domain") == "hub" for t in used)
     assert any(t.get("api_prefix") == "JS.test@hub.API" for t in used)
-    assert set(yaml.safe_load(module.RETURN)) == {"name", "action", "stream", "streams", "actions", "diff"}
+    assert set(yaml.safe_load(module.RETURN)) == {"name", "action", "leader", "stream", "streams", "actions", "diff"}
 
 
 def test_the_first_bad_option_in_the_old_order_is_the_one_reported():

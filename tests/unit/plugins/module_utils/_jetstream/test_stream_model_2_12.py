@@ -143,3 +143,68 @@ def test_sealing_is_an_update_that_shows_what_the_server_sets():
     sealed = info(sealed=True, max_age=0, discard="new", deny_delete=True, deny_purge=True)
     assert js.plan(desired(sealed=True), sealed, V2_14, WHERE).action == "none"
     assert js.plan(desired(sealed=True, description="archive"), sealed, V2_14, WHERE).action == "update"
+
+
+# -- placement.preferred: where the leader is, never part of the config ------------------------------------------
+
+V2_10 = js.ServerVersion((2, 10, 26), True)
+CLUSTER = {"name": "c", "leader": "n1", "replicas": [{"name": "n2", "current": True}, {"name": "n3", "current": True}]}
+
+
+def clustered(**changes):
+    live = info(num_replicas=3, **changes)
+    live["cluster"] = copy.deepcopy(CLUSTER)
+    return live
+
+
+@pytest.mark.parametrize("version, text", [(js.ServerVersion((2, 9, 0), False), "2.9"), (V2_10, "2.10.26")])
+def test_preferred_needs_2_11_and_older_servers_are_refused_naming_it(version, text):
+    wanted = desired(subjects=["orders.>"], placement={"preferred": "n2"})
+    for live in (None, info()):
+        refused(wanted, live, version, "stream 'ORDERS' in domain 'hub': placement.preferred needs nats-server 2.11 "
+                                       "or later (the server is %s)" % text)
+    assert js.plan(desired(subjects=["orders.>"]), None, version, WHERE).action == "create"
+
+
+def test_preferred_is_kept_out_of_the_config_and_alone_leaves_the_placement_as_it_is():
+    only = desired(placement={"preferred": "n2", "cluster": None, "tags": None})
+    assert only.preferred == "n2" and "placement" not in only.config
+    both = desired(placement={"preferred": "n2", "cluster": "c", "tags": None})
+    assert both.config["placement"] == {"cluster": "c"}
+    cleared = desired(placement={"preferred": None, "cluster": None, "tags": None})
+    assert cleared.preferred is None and cleared.config["placement"] is None  # {} still removes the placement
+    plan = js.plan(only, clustered(placement={"cluster": "c"}), V2_14, WHERE)
+    assert plan.action == "none"
+    created = js.plan(desired(subjects=["orders.>"], placement={"preferred": "n2", "cluster": "c"}), None, V2_14, WHERE)
+    assert created.body["placement"] == {"cluster": "c"}
+
+
+@pytest.mark.parametrize("bad", ["", "  ", "n 2", 5])
+def test_preferred_is_a_server_name(bad):
+    with pytest.raises(js.StreamError, match="placement.preferred: .* is not a server name"):
+        desired(placement={"preferred": bad})
+
+
+def test_the_leader_moves_only_among_the_streams_servers():
+    wanted = desired(placement={"preferred": "n2"})
+    assert js.leader_move(wanted, clustered(), WHERE) == "n1"
+    assert js.leader_move(desired(placement={"preferred": "n1"}), clustered(), WHERE) is None
+    assert js.leader_move(desired(), clustered(), WHERE) is None
+    with pytest.raises(js.StreamError) as err:
+        js.leader_move(desired(placement={"preferred": "n4"}), clustered(), WHERE)
+    assert ("stream 'ORDERS' in domain 'hub': placement.preferred: 'n4' holds no replica of the stream (its servers: "
+            "n1, n2, n3)") in str(err.value)
+    with pytest.raises(js.StreamError, match="runs without a cluster"):
+        js.leader_move(wanted, info(), WHERE)
+
+
+def test_a_preferred_server_without_a_replica_is_refused_before_sending_unless_the_servers_change():
+    wanted = desired(placement={"preferred": "n4"})
+    live = clustered()
+    with pytest.raises(js.StreamError, match="'n4' holds no replica"):
+        js.check_leader_move(wanted, js.plan(wanted, live, V2_14, WHERE), live, WHERE)
+    grow = desired(placement={"preferred": "n4"}, replicas=5)
+    plan = js.plan(grow, live, V2_14, WHERE)
+    assert plan.action == "update" and not js.keeps_servers(plan)
+    js.check_leader_move(grow, plan, live, WHERE)  # checked once the new servers hold it
+    assert js.plan(grow, live, V2_14, WHERE).body.get("placement") is None
