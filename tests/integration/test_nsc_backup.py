@@ -37,8 +37,9 @@ def _files(*roots):
     return found
 
 
-def _make(base, accounts=ACCOUNTS, users=USERS):
-    made = run_module("nsc_store", dict(base, signing_key=True, accounts=accounts, users=users))
+def _make(base, accounts=None, users=None):
+    made = run_module("nsc_store", dict(base, signing_key=True, accounts=ACCOUNTS if accounts is None else accounts,
+                                        users=USERS if users is None else users))
     assert made["changed"] and not made.get("failed"), made
     return made
 
@@ -184,9 +185,15 @@ def test_a_damaged_backup_is_refused_and_nothing_changes(tmp_path):
     # the archive missing
     os.unlink(written["archive"])
     refused("%s is missing" % written["archive"])
-    # a damaged backup is written again by the next backup
+    # a damaged backup is written again by the next backup, a damaged manifest too
     rewritten = run_module("nsc_backup", dict(base, path=path))
     assert rewritten["changed"] and rewritten["action"] == "written", rewritten
+    with open(os.path.join(path, "manifest.json"), "w") as handle:
+        handle.write("{not json")
+    refused("manifest.json is not a backup manifest")
+    rewritten = run_module("nsc_backup", dict(base, path=path))
+    assert rewritten["changed"] and rewritten["action"] == "written", rewritten
+    assert run_module("nsc_backup", dict(base, path=path))["changed"] is False
 
     # an archive with a member that escapes, its manifest made to match: refused naming the member
     manifest_path = os.path.join(path, "manifest.json")
@@ -210,3 +217,10 @@ def test_a_damaged_backup_is_refused_and_nothing_changes(tmp_path):
     with open(manifest_path, "w") as handle:
         json.dump(manifest, handle)
     refused("/etc/passwd")
+
+    # no backup in path; no operator in the store
+    empty = run_module("nsc_backup", dict(target, path=str(tmp_path / "none"), state="restore"))
+    assert empty.get("failed") and "manifest.json is missing" in empty["msg"], empty
+    nothing = run_module("nsc_backup", dict(target, path=str(tmp_path / "none")))
+    assert nothing.get("failed") and "does not hold operator 'fleet'" in nothing["msg"], nothing
+    assert not os.path.exists(str(tmp_path / "none"))

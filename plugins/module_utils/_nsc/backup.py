@@ -350,6 +350,16 @@ def read_manifest(path, operator):
     return manifest
 
 
+def other_operator(path, operator):
+    """Whether ``path`` holds the manifest of a backup of another operator than ``operator``."""
+    try:
+        with open(os.path.join(path, MANIFEST)) as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("kind") == KIND and manifest.get("operator") != operator
+
+
 def verify_archive(path, manifest):
     """The archive's path once its size and sha256 are the manifest's; BackupError naming it otherwise."""
     archive = manifest["archive"]
@@ -387,6 +397,10 @@ def read_archive(where, members, operator):
                 if name not in members:
                     raise BackupError("the backup's archive %s: member %s is not in the manifest: refused" % (
                         where, name))
+                if info.size != members[name]["size"]:
+                    raise BackupError("the backup's archive %s: member %s fails its checksum (%d bytes; the "
+                                      "manifest says %d): it is damaged or was changed, nothing was restored" % (
+                                          where, name, info.size, members[name]["size"]))
                 data = archive.extractfile(info).read()
                 if digest(data) != members[name]["sha256"] or len(data) != members[name]["size"]:
                     raise BackupError("the backup's archive %s: member %s fails its checksum: it is damaged or "
@@ -488,9 +502,15 @@ def backup(params, check_mode):
         files, mtimes = collect(store)
     public = operator_public_key(files, store.operator)
     if public is None:
-        raise BackupError("operator %r is not in the store %s: nothing to back up" % (store.operator, store.store_dir))
+        raise BackupError("the store %s does not hold operator %r (no %s): nothing to back up" % (
+            store.store_dir, store.operator, store.operator_jwt_path))
     members = describe(files)
-    current = read_manifest(path, store.operator)
+    try:
+        current = read_manifest(path, store.operator)
+    except BackupError:
+        if other_operator(path, store.operator):
+            raise
+        current = None  # a damaged manifest is replaced
     current_members, old = None, current["archive"]["name"] if current else None
     if current is not None:
         current_members = check_manifest(current, store.operator, os.path.join(path, MANIFEST))

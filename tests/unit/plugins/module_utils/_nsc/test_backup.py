@@ -300,3 +300,9 @@ def test_a_store_without_the_operator_holds_nothing(tmp_path):
     store = Store(str(tmp_path / "stores"), str(tmp_path / "keys"), OP)
     assert backup.collect(store) == ({}, {})
     assert backup.operator_public_key({}, OP) is None
+
+
+def test_a_member_larger_than_the_manifest_says_is_refused_before_it_is_read(tmp_path):
+    path = _archive(tmp_path, lambda archive: _file(archive, "store/fleet/fleet.jwt", b"x" * 1000))
+    with pytest.raises(backup.BackupError, match=r"fleet\.jwt fails its checksum \(1000 bytes; the manifest says 3\)"):
+        backup.read_archive(path, backup.describe({"store/fleet/fleet.jwt": b"jwt"}), OP)
