@@ -63,6 +63,8 @@ options:
     description:
       - The backup directory on the host the task runs on; created 0700 when missing. It holds the backup of one
         operator; a backup of another operator there is refused, naming both.
+      - A directory inside the operator's directory or O(keys_dir) is refused (a backup would hold itself, a restore
+        would remove it).
     type: path
     required: true
   replace:

@@ -10,6 +10,8 @@ import os
 import stat
 import tarfile
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import directory_lock
+
 from conftest import run_module
 from test_nsc_modules import tree_hash
 
@@ -224,3 +226,23 @@ def test_a_damaged_backup_is_refused_and_nothing_changes(tmp_path):
     nothing = run_module("nsc_backup", dict(target, path=str(tmp_path / "none")))
     assert nothing.get("failed") and "does not hold operator 'fleet'" in nothing["msg"], nothing
     assert not os.path.exists(str(tmp_path / "none"))
+
+
+def test_the_store_lock_is_taken_and_the_backup_kept_apart(tmp_path):
+    base = _base(tmp_path)
+    _make(base)
+    path = str(tmp_path / "backups")
+    assert run_module("nsc_backup", dict(base, path=path))["changed"]
+    target = _base(tmp_path, "b")
+    os.makedirs(target["store_dir"])
+    # another run writing to either store: the backup and the restore wait, then fail changing nothing
+    for args in (dict(base, path=str(tmp_path / "other")), dict(target, path=path, state="restore")):
+        with directory_lock(args["store_dir"]):
+            waited = run_module("nsc_backup", dict(args, lock_timeout=0.5))
+        assert waited.get("failed") and "stayed locked" in waited["msg"], waited
+    assert not os.path.exists(str(tmp_path / "other")) and os.listdir(target["store_dir"]) == []
+    # a backup directory inside the operator's directory or the key store is refused
+    for inside in (os.path.join(base["store_dir"], "fleet", "backup"), os.path.join(base["keys_dir"], "b")):
+        refused = run_module("nsc_backup", dict(base, path=inside))
+        assert refused.get("failed") and "path: %s is inside" % inside in refused["msg"], refused
+        assert not os.path.exists(inside)

@@ -489,6 +489,17 @@ def _result(action, store, path, manifest, archive_path, members):
                 counts=counts(members, store.operator))
 
 
+def check_path(store, path):
+    """Refuse a backup directory inside the operator's directory or the key store: a backup would hold itself, a
+    restore would remove it."""
+    real = os.path.realpath(path)
+    for place, what in ((store.root, "the operator's directory"), (store.keys_dir, "the key store")):
+        inside = os.path.realpath(place)
+        if real == inside or real.startswith(inside.rstrip(os.sep) + os.sep):
+            raise BackupError("path: %s is inside %s %s; keep the backup apart from the store" % (path, what, place))
+    return path
+
+
 def _digests(members):
     return dict((name, entry["sha256"]) for name, entry in (members or {}).items())
 
@@ -497,7 +508,7 @@ def backup(params, check_mode):
     """Back up the operator's part of the store into ``params['path']``. Returns (result, diff): the action is
     ``written`` or ``unchanged`` (the backup there holds the same members, with the same compression)."""
     store = Store(params["store_dir"], params["keys_dir"], params["operator"])
-    path = os.path.abspath(os.path.expanduser(params["path"]))
+    path = check_path(store, os.path.abspath(os.path.expanduser(params["path"])))
     with directory_lock(store.store_dir, params["lock_timeout"], shared=True, create=False):
         files, mtimes = collect(store)
     public = operator_public_key(files, store.operator)
@@ -555,7 +566,7 @@ def restore(params, check_mode):
     the action is ``unchanged`` (the store holds exactly the backup), ``restored`` (it held nothing of the
     operator) or ``replaced`` (it held something else, and ``replace`` was set)."""
     store = Store(params["store_dir"], params["keys_dir"], params["operator"])
-    path = os.path.abspath(os.path.expanduser(params["path"]))
+    path = check_path(store, os.path.abspath(os.path.expanduser(params["path"])))
     manifest = read_manifest(path, store.operator)
     if manifest is None:
         raise BackupError("path: no backup in %s (%s is missing)" % (path, MANIFEST))
