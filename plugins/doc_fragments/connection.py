@@ -40,6 +40,18 @@ options:
   tls_key:
     description: Key of O(tls_cert). Defaults to E(NATS_KEY).
     type: path
+  tls_handshake_first:
+    description:
+      - Start the TLS handshake as soon as the connection opens, before the server's C(INFO), for a server whose
+        client port wants it (C(handshake_first) in its C(tls) block; the C(nats_server) role's
+        C(nats_server_client_tls_handshake_first)), as behind middleboxes that drop or inspect plaintext. NACK calls
+        it C(tlsFirst), the C(nats) CLI C(--tlsfirst).
+      - Such a server closes a connection that waits for its C(INFO) (unless it has a fallback delay), and a server
+        without it does not answer a client that starts with the handshake; the module's error says which.
+      - The server's certificate is verified against O(tls_ca), else the system's CAs. Not for websocket URLs
+        (V(wss://) runs TLS there). Needs nats-py 2.6.0 or later.
+    type: bool
+    default: false
   timeout:
     description: Seconds to wait for the connection and for each reply. Defaults to E(NATS_TIMEOUT).
     type: float

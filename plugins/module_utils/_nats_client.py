@@ -31,6 +31,8 @@ except ImportError:  # pragma: no cover - every supported Python has it
     asyncio = None
 
 NATS_PY = "nats-py"
+# the first nats-py whose connect() takes tls_handshake_first (TLS before the server's INFO)
+TLS_HANDSHAKE_FIRST_NATS_PY = "2.6.0"
 # The JetStream API's error codes (err_code) the collection acts on, named once:
 # "consumer not found"
 JS_CONSUMER_NOT_FOUND = 10014
@@ -95,6 +97,7 @@ CONNECTION_ARGSPEC = dict(
     tls_cert=dict(type="path", fallback=(env_fallback, ["NATS_CERT"])),
     tls_key=dict(type="path", no_log=False, fallback=(env_fallback, ["NATS_KEY"])),
     timeout=dict(type="float", default=5.0, fallback=(env_fallback, ["NATS_TIMEOUT"])),
+    tls_handshake_first=dict(type="bool", default=False),
 )
 
 JETSTREAM_ARGSPEC = dict(
@@ -212,6 +215,11 @@ class NatsClient(object):
             options["token"] = p["token"]
         if p.get("tls_ca") or p.get("tls_cert") or p.get("tls_key"):
             options["tls"] = _tls_context(p)
+        if p.get("tls_handshake_first"):
+            _check_handshake_first(servers)
+            options["tls_handshake_first"] = True
+            if "tls" not in options:
+                options["tls"] = _tls_context(p)  # the system's CAs
 
         async def quiet(_exc):
             return None
@@ -227,8 +235,9 @@ class NatsClient(object):
         try:
             return await self._open(options)
         except Exception as exc:
-            raise NatsClientError("cannot connect to %s: %s" % (", ".join(redact(s) for s in self.servers),
-                                                                _describe(exc))) from exc
+            raise NatsClientError("cannot connect to %s: %s%s" % (", ".join(redact(s) for s in self.servers),
+                                                                  _describe(exc), _handshake_hint(self.params, exc))
+                                  ) from exc
 
     def register_account_everywhere(self):
         """Connect once to each server in ``servers`` with this run's credentials.
@@ -699,6 +708,43 @@ def _tls_context(p):
             raise NatsClientError("tls_cert/tls_key: cannot load the client certificate %s with key %s (%s)" % (
                 p["tls_cert"], p.get("tls_key") or "(in the same file)", exc.reason or exc)) from exc
     return context
+
+
+def _check_handshake_first(servers):
+    """tls_handshake_first needs a nats-py whose connect() takes it, and NATS URLs: a websocket connection runs TLS
+    through wss:// (the server's websocket listener has no handshake_first)."""
+    import inspect
+
+    from nats.aio.client import Client
+
+    if "tls_handshake_first" not in inspect.signature(Client.connect).parameters:
+        raise NatsClientError("tls_handshake_first: this nats-py cannot start TLS before the server's INFO; it needs "
+                              "%s %s or later on the host the module runs on"
+                              % (NATS_PY, TLS_HANDSHAKE_FIRST_NATS_PY))
+    websocket = [server for server in servers if str(server).startswith(("ws://", "wss://"))]
+    if websocket:
+        raise NatsClientError("tls_handshake_first: %s is a websocket URL; the TLS handshake first applies to the "
+                              "client port (nats:// or tls:// URLs), a websocket connection runs TLS with wss://"
+                              % redact(websocket[0]))
+
+
+def _handshake_hint(params, exc):
+    """Why a connection that fails as a TLS-first mismatch fails, for the message: a server whose client port wants
+    the TLS handshake first closes a connection that waits for its INFO, and one that sends its INFO first never
+    answers a client that starts with the handshake."""
+    if params.get("tls_handshake_first"):
+        # the server's plaintext INFO read as a TLS record, or nothing read at all before the time was up
+        if isinstance(exc, asyncio.TimeoutError) or "timed out" in str(exc).lower() or (
+                "wrong version number" in str(exc).lower()):
+            return (" (with tls_handshake_first the client starts TLS before the server's INFO; a server without "
+                    "handshake_first in its client tls block sends its INFO in plaintext instead: set "
+                    "tls_handshake_first: false for it)")
+        return ""
+    if "when expecting INFO" in str(exc) or "empty response" in str(exc):
+        return (" (the server closed the connection before its INFO: a server with handshake_first in its client "
+                "tls block (nats_server_client_tls_handshake_first) wants the client to start TLS first; set "
+                "tls_handshake_first: true)")
+    return ""
 
 
 def _describe(exc):

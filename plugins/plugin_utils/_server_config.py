@@ -72,14 +72,28 @@ MIN_VERSIONS = {
     ("leafnodes", "remotes", "*", "request_isolation"): (2, 12, 0),
     ("leafnodes", "remotes", "*", "proxy"): (2, 12, 1),
     ("leafnodes", "remotes", "*", "ignore_discovered_servers"): (2, 14, 0),
+    # server/opts.go parseRemoteLeafNodes: a remote's own TCP dial timeout (the default is 1s), from 2.14.5 (not in
+    # 2.14.0 to 2.14.4, nor in any 2.12 or earlier release)
+    ("leafnodes", "remotes", "*", "dial_timeout"): (2, 14, 5),
+    # the client port's TLS handshake first: parsed from 2.10.0 but applied to client connections (with its
+    # fallback delay form, a duration or "auto") only from 2.10.4 (server/opts.go, o.TLSHandshakeFirst)
+    ("tls", "handshake_first"): (2, 10, 4),
 }
 
 # Of those, the options whose absence changes what a server does (a disabled remote would connect, a proxied one
 # would dial past its proxy): set on a server too old for them, they are refused instead of left out. A false value
 # is the server's default and is left out.
 REFUSED_BELOW = {
-    "disabled", "isolate_leafnode_interest", "request_isolation", "proxy", "ignore_discovered_servers",
+    "disabled", "isolate_leafnode_interest", "request_isolation", "proxy", "ignore_discovered_servers", "dial_timeout",
 }
+# Outside the leaf remotes, the same for these paths, named by the variable that sets them: left out, the client port
+# would send its INFO in plaintext, and the clients that start with the TLS handshake would not connect.
+REFUSED_PATHS = {
+    ("tls", "handshake_first"): ("nats_server_client_tls_handshake_first",
+                                 "the client port would send its INFO in plaintext first, and the clients that "
+                                 "start with the TLS handshake would not connect"),
+}
+CLIENT_HANDSHAKE_FIRST_VAR = "nats_server_client_tls_handshake_first"
 
 # nats-server's feature flags (server/feature_flags.go) and the release that knows each. A server logs a flag it
 # does not know as unsupported and runs without it, so a misspelt flag would do nothing: names not listed here are
@@ -400,6 +414,17 @@ def build_config(s):
         if s.get("tls_allow_non_tls"):
             # moving a running fleet's clients to TLS: both on the client port until they all verify
             conf["allow_non_tls"] = True
+    first = client_handshake_first(s.get("client_tls_handshake_first"))
+    if first is not None:
+        if "client" in plaintext:
+            raise ConfigError("%s: the client listener runs in plaintext ('client' is listed in %s), and the TLS "
+                              "handshake first needs TLS on it" % (CLIENT_HANDSHAKE_FIRST_VAR, PLAINTEXT_VAR))
+        if first is True and s.get("tls_allow_non_tls"):
+            raise ConfigError("%s: true makes every client start with the TLS handshake, which overrides "
+                              "nats_server_tls_allow_non_tls (its plaintext clients could not connect); give a "
+                              "fallback delay instead (such as '300ms', or auto), after which a client that did not "
+                              "start TLS gets the INFO" % CLIENT_HANDSHAKE_FIRST_VAR)
+        conf["tls"]["handshake_first"] = first
     if s.get("http_port"):
         # https: nats-server serves monitoring with the client listener's certificate (the top-level tls block)
         if s.get("http_tls") and "client" in plaintext:
@@ -549,6 +574,32 @@ def _tls(s, listener, verify=False, ca_required=False):
     if timeout:
         block["timeout"] = timeout
     return block
+
+
+def client_handshake_first(value):
+    """The client tls block's ``handshake_first`` from ``nats_server_client_tls_handshake_first``: None (left out) for
+    false, True (every client starts with the TLS handshake), or a fallback delay - a duration such as '300ms', or
+    'auto' (nats-server's 50ms) - after which a client that sent nothing gets the INFO in plaintext first, as before
+    (server/opts.go parseTLS)."""
+    if value in (None, "", False):
+        return None
+    if value is True:
+        return True
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("auto", "auto_fallback"):
+            return "auto"
+        if _DURATION_RE.match(text):
+            if _units.duration_ns(text) <= 0:
+                raise ConfigError("%s: %r is no fallback delay; set true for the TLS handshake first without one"
+                                  % (CLIENT_HANDSHAKE_FIRST_VAR, value))
+            return text
+        try:
+            return True if _truthy(text, CLIENT_HANDSHAKE_FIRST_VAR) else None
+        except ConfigError:
+            pass
+    raise ConfigError("%s: %r is not true, false, auto or a fallback delay (a duration such as '300ms')"
+                      % (CLIENT_HANDSHAKE_FIRST_VAR, value))
 
 
 def _tls_timeout(s):
@@ -813,6 +864,9 @@ def _remote(s, remote, index, plaintext):
     for key in ("deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"):
         if remote.get(key) not in (None, "", [], {}):
             out[key] = copy.deepcopy(remote[key])
+    if remote.get("dial_timeout") not in (None, ""):
+        # the TCP connect to each of the remote's URLs (nats-server's default is 1s), for high-latency links
+        out["dial_timeout"] = check_duration(remote["dial_timeout"], where + ".dial_timeout")
     websocket = [url for url in urls if str(url).lower().startswith(("ws://", "wss://"))]
     if websocket and len(websocket) < len(urls):
         raise ConfigError("%s: websocket (ws://, wss://) and other urls in one remote; nats-server refuses the mix, "
@@ -897,7 +951,8 @@ _REMOTE_FLAGS = ("disabled", "ignore_discovered_servers", "isolate_leafnode_inte
                  "ws_compression", "ws_no_masking")
 _REMOTE_KEYS = {"urls", "url", "hub_group", "scheme", "port", "account", "credentials", "credentials_src",
                 "system_account", "proxy",
-                "tls", "deny_imports", "deny_exports", "compression", "hub", "first_info_timeout"} | set(_REMOTE_FLAGS)
+                "tls", "deny_imports", "deny_exports", "compression", "hub", "first_info_timeout",
+                "dial_timeout"} | set(_REMOTE_FLAGS)
 
 
 def remote_credentials(config_dir, remote, index):
@@ -973,13 +1028,19 @@ def prune_for_version(conf, version):
 
 
 def version_problems(conf, version):
-    """Messages for the leaf remote options (REFUSED_BELOW) set for a server too old for them; none when the version
-    cannot be read (the config is checked again for the version installed)."""
+    """Messages for the leaf remote options (REFUSED_BELOW) and the options of REFUSED_PATHS set for a server too old
+    for them; none when the version cannot be read (the config is checked again for the version installed)."""
     if not isinstance(version, tuple):
         version = _versions.parse_version(version) if version else None
     if version is None:
         return []
     problems = []
+    for path, (variable, otherwise) in sorted(REFUSED_PATHS.items()):
+        minimum = MIN_VERSIONS[path]
+        if _get(conf, path) not in (None, False) and version < minimum:
+            problems.append("%s needs nats-server %s or later, and this host runs %s; without it %s, so the config "
+                            "is not written (upgrade the server, or remove the option)"
+                            % (variable, _dotted(minimum), _dotted(version), otherwise))
     remotes = _get(conf, ("leafnodes", "remotes")) or []
     for index, remote in enumerate(remotes):
         for key in sorted(REFUSED_BELOW):

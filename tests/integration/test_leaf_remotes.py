@@ -63,6 +63,32 @@ def test_every_remote_option_and_feature_flag_passes_the_servers_own_check(nats_
     assert ("feature_flags" in conf) is newer(version, (2, 14, 0))
 
 
+def test_a_remote_dial_timeout_is_run_from_2_14_5_and_refused_before(nats_binary, tmp_path, start_server):
+    """dial_timeout (the TCP connect to each of the remote's URLs): the servers that know it check it and link with
+    it; an older server refuses the key as unknown, and the role refuses it before that, naming the version."""
+    binary, version = nats_binary
+    leaf_port = free_port()
+    remote = {"url": "nats-leaf://127.0.0.1:%d" % leaf_port, "dial_timeout": "5s"}
+    if not newer(version, (2, 14, 5)):
+        with pytest.raises(sc.ConfigError, match=r"nats_server_leafnode_remotes\[0\]\.dial_timeout needs nats-server "
+                                                 r"2\.14\.5 or later, and this host runs %s" % version):
+            config(tmp_path, version, "edge", leafnode_remotes=[remote])
+        unpruned = sc.build_config(settings(tmp_path, "edge", leafnode_remotes=[remote]))
+        result = server_check(binary, tmp_path, unpruned)
+        assert result.returncode != 0 and 'unknown field "dial_timeout"' in result.stderr + result.stdout
+        return
+    hub, _fp = config(tmp_path, version, "hub", leafnodes_port=leaf_port)
+    edge, _fp = config(tmp_path, version, "edge", leafnode_remotes=[remote])
+    assert edge["leafnodes"]["remotes"][0]["dial_timeout"] == "5s"
+    assert 'dial_timeout: "5s"' in sc.render(edge)
+    result = server_check(binary, tmp_path, edge)
+    assert result.returncode == 0, result.stderr + result.stdout
+    hub_server = start_server(binary, sc.render(hub), "hub", int(hub["http"].rsplit(":", 1)[1]))
+    edge_server = start_server(binary, sc.render(edge), "edge", int(edge["http"].rsplit(":", 1)[1]))
+    edge_server.wait(lambda: edge_server.get("leafz")["leafnodes"] == 1)
+    assert hub_server.wait(lambda: hub_server.get("leafz")["leafnodes"] == 1)
+
+
 class ConnectProxy:
     """An HTTP CONNECT proxy on loopback: counts the CONNECTs it saw and the credentials they carried, then
     relays bytes both ways."""

@@ -50,3 +50,58 @@ def test_lookup_raises_any_other_error():
     with pytest.raises(nc.JetStreamError) as caught:
         nc.JetStream(_Answers(nc.JS_CONSUMER_NOT_FOUND)).lookup("STREAM.INFO.A")
     assert caught.value.err_code == nc.JS_CONSUMER_NOT_FOUND
+
+
+# --------------------------------------------------------------------------
+# tls_handshake_first
+
+
+def test_tls_handshake_first_is_a_connection_option_off_by_default():
+    assert nc.CONNECTION_ARGSPEC["tls_handshake_first"] == {"type": "bool", "default": False}
+
+
+def test_tls_handshake_first_asks_nats_py_to_start_tls_first_with_the_systems_cas_or_tls_ca():
+    import ssl
+
+    assert nc.load_nats_py()
+    options = nc.NatsClient({"tls_handshake_first": True})._options(["nats://a:4222"])
+    assert options["tls_handshake_first"] is True and isinstance(options["tls"], ssl.SSLContext)
+    assert "tls_handshake_first" not in nc.NatsClient({})._options(["nats://a:4222"])
+
+
+def test_tls_handshake_first_is_refused_for_websocket_urls():
+    assert nc.load_nats_py()
+    with pytest.raises(nc.NatsClientError) as caught:
+        nc.NatsClient({"tls_handshake_first": True})._options(["nats://a:4222", "wss://user:pw@b:443"])
+    assert str(caught.value).startswith("tls_handshake_first: wss://") and "pw" not in str(caught.value)
+    assert "a websocket connection runs TLS with wss://" in str(caught.value)
+
+
+def test_tls_handshake_first_is_refused_by_a_nats_py_without_it(monkeypatch):
+    assert nc.load_nats_py()
+    from nats.aio.client import Client
+
+    async def connect(self, servers=None, tls=None, tls_hostname=None):  # an older nats-py's signature, in short
+        return None
+
+    monkeypatch.setattr(Client, "connect", connect)
+    with pytest.raises(nc.NatsClientError) as caught:
+        nc.NatsClient({"tls_handshake_first": True})._options(["nats://a:4222"])
+    assert str(caught.value) == ("tls_handshake_first: this nats-py cannot start TLS before the server's INFO; it "
+                                 "needs nats-py 2.6.0 or later on the host the module runs on")
+    # without the option the same nats-py connects as before
+    assert "tls_handshake_first" not in nc.NatsClient({})._options(["nats://a:4222"])
+
+
+@pytest.mark.parametrize("first, error, hint", [
+    (False, Exception("nats: empty response from server when expecting INFO message"), "set tls_handshake_first: true"),
+    (True, TimeoutError(), "set tls_handshake_first: false"),
+    (True, Exception("[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)"),
+     "set tls_handshake_first: false"),
+    (True, Exception("[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"), None),
+    (False, TimeoutError(), None),
+    (False, Exception("nats: 'Authorization Violation'"), None),
+])
+def test_a_connection_that_fails_as_a_tls_first_mismatch_says_which_side_wants_what(first, error, hint):
+    text = nc._handshake_hint({"tls_handshake_first": first}, error)
+    assert (hint in text) if hint else text == ""

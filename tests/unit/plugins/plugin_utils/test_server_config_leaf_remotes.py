@@ -92,10 +92,11 @@ def test_false_remote_options_are_the_default_and_left_out():
     ("request_isolation", True, "2.12.0"),
     ("proxy", {"url": "http://proxy:3128"}, "2.12.1"),
     ("ignore_discovered_servers", True, "2.14.0"),
+    ("dial_timeout", "5s", "2.14.5"),
 ])
 def test_a_remote_option_a_server_is_too_old_for_is_refused_naming_the_version(option, value, minimum):
     conf = sc.build_config(settings(leafnode_remotes=[{"url": "nats-leaf://hub:7422"}, {"url": HUB_WS, option: value}]))
-    older = {"2.12.0": "2.11.9", "2.12.1": "2.12.0", "2.14.0": "2.12.15"}[minimum]
+    older = {"2.12.0": "2.11.9", "2.12.1": "2.12.0", "2.14.0": "2.12.15", "2.14.5": "2.14.4"}[minimum]
     with pytest.raises(sc.ConfigError) as error:
         sc.prune_for_version(conf, older)
     assert str(error.value).startswith("nats_server_leafnode_remotes[1].%s needs nats-server %s or later, and this "
@@ -213,3 +214,38 @@ def test_version_problems_name_every_remote_option_a_version_is_too_old_for():
     assert [p.split(" needs")[0] for p in problems] == named
     assert sc.version_problems(conf, "2.14.0") == []
     assert sc.version_problems(conf, "") == [] and sc.version_problems(conf, "not a version") == []
+
+
+# --------------------------------------------------------------------------
+# dial_timeout (nats-server 2.14.5)
+
+
+def test_dial_timeout_renders_as_a_duration():
+    out = remote_conf("2.15.1", url="nats-leaf://hub:7422", dial_timeout="5s")
+    assert out == {"urls": ["nats-leaf://hub:7422"], "dial_timeout": "5s"}
+    assert 'dial_timeout: "5s"' in sc.render({"leafnodes": {"remotes": [out]}})
+    assert "dial_timeout" not in remote_conf("2.15.1", url="nats-leaf://hub:7422", dial_timeout="")
+
+
+@pytest.mark.parametrize("value", [5, "5", "five seconds", True])
+def test_dial_timeout_must_be_a_duration(value):
+    with pytest.raises(sc.ConfigError, match=r"^nats_server_leafnode_remotes\[0\]\.dial_timeout: .* is not a "
+                                             r"duration"):
+        remote_conf(None, url="nats-leaf://hub:7422", dial_timeout=value)
+
+
+@pytest.mark.parametrize("version", ["2.9.10", "2.12.15", "2.14.0", "2.14.4"])
+def test_dial_timeout_is_refused_before_2_14_5(version):
+    conf = sc.build_config(settings(leafnode_remotes=[{"url": "nats-leaf://hub:7422", "dial_timeout": "5s"}]))
+    problems = sc.version_problems(conf, version)
+    assert len(problems) == 1 and problems[0].startswith(
+        "nats_server_leafnode_remotes[0].dial_timeout needs nats-server 2.14.5 or later, and this host runs %s"
+        % version)
+
+
+def test_a_changed_dial_timeout_restarts():
+    remote = {"url": "nats-leaf://hub:7422"}
+    before = sc.restart_fingerprint(sc.build_config(settings(leafnode_remotes=[remote])), "2.15.1")
+    after = sc.restart_fingerprint(sc.build_config(settings(leafnode_remotes=[dict(remote, dial_timeout="5s")])),
+                                   "2.15.1")
+    assert sc.fingerprint_needs_restart(json.dumps(before), after)
