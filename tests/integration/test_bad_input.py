@@ -36,6 +36,7 @@ USER = "nsc_user"
 EXPORT = "nsc_export"
 NSC_INFO = "nsc_info"
 STORE = "nsc_store"
+NSC_BACKUP = "nsc_backup"
 KV = "jetstream_kv"
 OBJECTS = "jetstream_object_store"
 FETCH = "jetstream_object_fetch"
@@ -401,6 +402,27 @@ ROWS = [
     ("kv-bucket-name", KV, dict(JS, name="fleet.config"), "key-value bucket name: 'fleet.config' is not valid"),
     ("kv-history-65", KV, dict(JS, name="cfg", history=65), "bucket 'cfg': history: 65; a key keeps 1 to 64 values"),
     ("kv-history-0", KV, dict(JS, name="cfg", history=0), "history: 0; a key keeps 1 to 64 values"),
+    # -- placement.preferred and the copies of buckets ----------------------------------------------------------
+    ("stream-preferred-name", STREAM, dict(ORDERS, subjects=["orders.>"], placement={"preferred": "n 2"}),
+     "placement.preferred: 'n 2' is not a server name"),
+    ("kv-source-filter-other-bucket", KV, dict(JS, name="cfg", sources=[{"name": "o",
+                                                                         "filter_subject": "$KV.other.x"}]),
+     "sources[0].filter_subject: '$KV.other.x' is not under $KV.o.>"),
+    ("kv-source-filter-pattern", KV, dict(JS, name="cfg", sources=[{"name": "o", "filter_subject": "a.>.b"}]),
+     "'a.>.b' is not a key pattern"),
+    ("kv-mirror-transforms", KV, dict(JS, name="cfg", mirror={"name": "o", "subject_transforms": [{"src": "a",
+                                                                                                  "dest": "b"}]}),
+     "mirror.subject_transforms: a mirror keeps its origin's keys as they are"),
+    ("kv-source-filter-and-transforms", KV, dict(JS, name="cfg", sources=[{
+        "name": "o", "filter_subject": "a", "subject_transforms": [{"src": "a", "dest": "b"}]}]),
+     "filter_subject and subject_transforms cannot be combined"),
+    ("kv-source-seq-and-time", KV, dict(JS, name="cfg", sources=[{
+        "name": "o", "start_seq": 2, "start_time": "2026-01-01T00:00:00Z"}]),
+     "start_seq and start_time cannot be combined"),
+    ("kv-mirror-start-time", KV, dict(JS, name="cfg", mirror={"name": "o", "start_time": "yesterday"}),
+     "mirror: start_time: 'yesterday' is not a time"),
+    ("objects-mirror-filter", OBJECTS, dict(JS, name="files", mirror={"name": "o", "filter_subject": "x"}),
+     "filter_subject"),
     ("kv-key-space", KV, dict(JS, name="cfg", entries={"log level": "x"}), "entries: 'log level' is not a valid key"),
     ("kv-key-trailing-dot", KV, dict(JS, name="cfg", entries={"a.": "x"}), "entries: 'a.' is not a valid key"),
     ("kv-key-empty-token", KV, dict(JS, name="cfg", entries={"a..b": "x"}), "entries: 'a..b' is not a valid key"),
@@ -474,6 +496,14 @@ ROWS = [
      "users[0] (NOPE/u): user 'u' of account 'NOPE': account 'NOPE' is not in the store"),
     ("store-unknown-option", STORE, dict(account=[{"name": "APP"}]), "Unsupported parameters"),
     # -- nsc_info -------------------------------------------------------------------------------------------------
+    ("nsc-backup-state-choice", NSC_BACKUP, dict(path="/tmp/nats-edge-bad-nsc-backup", state="copy"),
+     "state must be one of"),
+    ("nsc-backup-restore-nothing", NSC_BACKUP, dict(state="restore", path="/nonexistent/nats-edge-nsc-backup"),
+     "manifest.json is missing"),
+    ("nsc-backup-replace-on-backup", NSC_BACKUP, dict(path="/tmp/nats-edge-bad-nsc-backup", replace=True),
+     "replace: applies to state=restore only"),
+    ("nsc-backup-path-in-store", NSC_BACKUP, dict(path="{base[store_dir]}/fleet/bk"),
+     "is inside the operator's directory"),
     ("nsc-info-unknown-account", NSC_INFO, dict(accounts=["NOPE"]), "no account 'NOPE'"),
     ("nsc-info-unknown-operator", NSC_INFO, dict(operator="nope"), "nope"),
     ("nsc-info-unknown-option", NSC_INFO, dict(account=["APP"]), "Unsupported parameters"),
@@ -484,7 +514,7 @@ ROWS = [
 ROWS += [row for area in (bad_input_nsc, bad_input_fetch, bad_input_buckets, bad_input_hosts, bad_input_fleet)
          for row in area.rows(sys.modules[__name__])]
 
-NSC_MODULES = (OPERATOR, ACCOUNT, USER, EXPORT, NSC_INFO, STORE)
+NSC_MODULES = (OPERATOR, ACCOUNT, USER, EXPORT, NSC_INFO, STORE, NSC_BACKUP)
 
 
 def fill(value, env):

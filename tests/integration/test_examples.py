@@ -24,7 +24,8 @@ from conftest import SERVERS, Server, free_port, run_module, run_playbook_file
 
 PACKAGE = "ansible_collections.nats_edge.fleet.plugins.modules"
 # nsc first (they build the accounts), then streams before the consumers and reports that read them
-ORDER = ["nsc_operator", "nsc_store", "nsc_account", "nsc_user", "nsc_export", "nsc_info", "jetstream_object_store",
+ORDER = ["nsc_operator", "nsc_store", "nsc_account", "nsc_user", "nsc_export", "nsc_info", "nsc_backup",
+         "jetstream_object_store",
          "jetstream_stream", "jetstream_consumer", "jetstream_info", "jetstream_kv", "jetstream_domain",
          "jetstream_backup", "jetstream_object_fetch", "nats_server_state", "nats_server_wait", "host_state",
          "nats_leaf_reconnect"]
