@@ -52,6 +52,18 @@ options:
         (V(wss://) runs TLS there). Needs nats-py 2.6.0 or later.
     type: bool
     default: false
+  inbox_prefix:
+    description:
+      - The prefix of the subjects the replies to the module's requests come back on (C(<inbox_prefix>.<id>)), in
+        place of C(_INBOX), for a user whose permissions let it subscribe only below its own prefix (natscli
+        C(--inbox-prefix)). Tokens separated by C(.), without wildcards.
+    type: str
+  connection_name:
+    description:
+      - The name the module's connection gives the server (C(name) in C(/connz) and in the server's logs), to tell the
+        automation's connections apart (natscli C(--connection-name)).
+    type: str
+    default: ansible nats_edge.fleet
   timeout:
     description: Seconds to wait for the connection and for each reply. Defaults to E(NATS_TIMEOUT).
     type: float

@@ -98,6 +98,8 @@ CONNECTION_ARGSPEC = dict(
     tls_key=dict(type="path", no_log=False, fallback=(env_fallback, ["NATS_KEY"])),
     timeout=dict(type="float", default=5.0, fallback=(env_fallback, ["NATS_TIMEOUT"])),
     tls_handshake_first=dict(type="bool", default=False),
+    inbox_prefix=dict(type="str"),
+    connection_name=dict(type="str", default="ansible nats_edge.fleet"),
 )
 
 JETSTREAM_ARGSPEC = dict(
@@ -108,6 +110,18 @@ JETSTREAM_ARGSPEC = dict(
 
 class NatsClientError(NatsEdgeError):
     """Connection, timeout or protocol trouble, worded for the user."""
+
+
+def check_inbox_prefix(prefix):
+    """``prefix`` when it can lead the subjects replies come back on: tokens of a subject, no wildcard, no
+    whitespace; else a NatsClientError naming the option."""
+    text = str(prefix)
+    tokens = text.split(".")
+    if not text or any(not token for token in tokens) or any(c in text for c in " \t\r\n*>"):
+        raise NatsClientError("inbox_prefix: %r is not a subject prefix: give tokens separated by '.', without "
+                              "wildcards or whitespace, such as _INBOX_fleet (replies come back on "
+                              "<inbox_prefix>.<id>)" % text)
+    return text
 
 
 class NoRespondersError(NatsClientError):
@@ -200,8 +214,10 @@ class NatsClient(object):
             connect_timeout=self.timeout,
             allow_reconnect=False,
             max_reconnect_attempts=0,
-            name="ansible nats_edge.fleet",
+            name=p.get("connection_name") or "ansible nats_edge.fleet",
         )
+        if p.get("inbox_prefix"):
+            options["inbox_prefix"] = check_inbox_prefix(p["inbox_prefix"])
         if p.get("creds"):
             check_creds_file(p["creds"])
             options["user_credentials"] = p["creds"]

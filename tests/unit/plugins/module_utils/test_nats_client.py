@@ -105,3 +105,14 @@ def test_tls_handshake_first_is_refused_by_a_nats_py_without_it(monkeypatch):
 def test_a_connection_that_fails_as_a_tls_first_mismatch_says_which_side_wants_what(first, error, hint):
     text = nc._handshake_hint({"tls_handshake_first": first}, error)
     assert (hint in text) if hint else text == ""
+
+
+@pytest.mark.parametrize("prefix", ["_INBOX_ops", "fleet.replies", "a"])
+def test_an_inbox_prefix_is_tokens_of_a_subject(prefix):
+    assert nc.check_inbox_prefix(prefix) == prefix
+
+
+@pytest.mark.parametrize("prefix", ["", "_INBOX.*", "a.>", "a..b", ".a", "a.", "with space", "tab\there"])
+def test_an_inbox_prefix_that_cannot_lead_a_subject_is_refused_naming_the_option(prefix):
+    with pytest.raises(nc.NatsClientError, match="inbox_prefix: .* is not a subject prefix"):
+        nc.check_inbox_prefix(prefix)
