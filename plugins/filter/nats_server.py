@@ -50,7 +50,8 @@ def nats_server_pruned_keys(conf, version):
 
 @_filter
 def nats_server_version_problems(conf, version):
-    """The leaf remote options set for a server version too old for them, as messages."""
+    """The options set for a server version too old for them that cannot be left out (the leaf remotes', the
+    client port's TLS handshake first), as messages."""
     return sc.version_problems(conf, version)
 
 
