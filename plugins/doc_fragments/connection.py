@@ -52,6 +52,25 @@ options:
         (V(wss://) runs TLS there). Needs nats-py 2.6.0 or later.
     type: bool
     default: false
+  creds_data:
+    description:
+      - The text of a creds file (the user's JWT and seed), as from a vault, in place of O(creds). It is written to a
+        file only the module's user reads, in a directory of its own, for the connection, and removed when it closes.
+        Never shown in the output. Not with O(creds), O(nkey_seed), O(user) or O(token).
+    type: str
+  tls_ca_data:
+    description: The PEM text of the CA certificate(s) the servers are verified against, in place of O(tls_ca).
+    type: str
+  tls_cert_data:
+    description:
+      - The PEM text of the client certificate, in place of O(tls_cert); with O(tls_key_data) or O(tls_key), or the
+        key in the same text. Written to a private file for the connection as O(creds_data) is.
+    type: str
+  tls_key_data:
+    description:
+      - The PEM text of the client certificate's key, in place of O(tls_key). Written to a private file for the
+        connection as O(creds_data) is; never shown in the output.
+    type: str
   inbox_prefix:
     description:
       - The prefix of the subjects the replies to the module's requests come back on (C(<inbox_prefix>.<id>)), in

@@ -98,6 +98,10 @@ CONNECTION_ARGSPEC = dict(
     tls_key=dict(type="path", no_log=False, fallback=(env_fallback, ["NATS_KEY"])),
     timeout=dict(type="float", default=5.0, fallback=(env_fallback, ["NATS_TIMEOUT"])),
     tls_handshake_first=dict(type="bool", default=False),
+    creds_data=dict(type="str", no_log=True),
+    tls_ca_data=dict(type="str"),
+    tls_cert_data=dict(type="str"),
+    tls_key_data=dict(type="str", no_log=True),
     inbox_prefix=dict(type="str"),
     connection_name=dict(type="str", default="ansible nats_edge.fleet"),
 )
@@ -150,8 +154,10 @@ def nats_module(argument_spec, jetstream=True, **kwargs):
         spec.update(JETSTREAM_ARGSPEC)
     spec.update(argument_spec)
     mutually_exclusive = list(kwargs.pop("mutually_exclusive", []))
-    mutually_exclusive += [["creds", "nkey_seed", "user", "token"], ["domain", "api_prefix"]] if jetstream else [
-        ["creds", "nkey_seed", "user", "token"]]
+    mutually_exclusive += [["creds", "creds_data", "nkey_seed", "user", "token"], ["tls_ca", "tls_ca_data"],
+                           ["tls_cert", "tls_cert_data"], ["tls_key", "tls_key_data"]]
+    if jetstream:
+        mutually_exclusive.append(["domain", "api_prefix"])
     return FleetModule(argument_spec=spec, mutually_exclusive=mutually_exclusive, **kwargs)
 
 
@@ -160,7 +166,7 @@ def connection_params(params, creds):
     of the task's credentials when given."""
     if not creds:
         return params
-    return dict(params, creds=creds, nkey_seed=None, user=None, password=None, token=None)
+    return dict(params, creds=creds, creds_data=None, nkey_seed=None, user=None, password=None, token=None)
 
 
 def require_nats_py(params):
@@ -191,6 +197,7 @@ class NatsClient(object):
             self._nc = self._run(self._connect())
         except Exception:
             self._loop.close()
+            self._forget_private_files()
             raise
         return self
 
@@ -202,7 +209,28 @@ class NatsClient(object):
             pass  # the work is done; a failed drain changes nothing for the user
         finally:
             self._loop.close()
+            self._forget_private_files()
         return False
+
+    def _private_file(self, name, text):
+        """``text`` in a file only this user reads (0600, in a 0700 directory of its own), for what nats-py and ssl
+        read from files only (creds and client certificates given as data); removed when the connection closes."""
+        import tempfile
+
+        if getattr(self, "_private_dir", None) is None:
+            self._private_dir = tempfile.mkdtemp(prefix="nats-edge-")
+        path = os.path.join(self._private_dir, name)
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+        return path
+
+    def _forget_private_files(self):
+        import shutil
+
+        if getattr(self, "_private_dir", None):
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+            self._private_dir = None
 
     def _run(self, coro):
         return self._loop.run_until_complete(coro)
@@ -221,6 +249,9 @@ class NatsClient(object):
         if p.get("creds"):
             check_creds_file(p["creds"])
             options["user_credentials"] = p["creds"]
+        if p.get("creds_data"):
+            check_creds_data(p["creds_data"])
+            options["user_credentials"] = self._private_file("user.creds", p["creds_data"])
         if p.get("nkey_seed"):
             _check_seed_file(p["nkey_seed"])
             options["nkeys_seed"] = p["nkey_seed"]
@@ -229,13 +260,14 @@ class NatsClient(object):
             options["password"] = p.get("password") or ""
         if p.get("token"):
             options["token"] = p["token"]
-        if p.get("tls_ca") or p.get("tls_cert") or p.get("tls_key"):
-            options["tls"] = _tls_context(p)
+        if any(p.get(option) for option in ("tls_ca", "tls_cert", "tls_key", "tls_ca_data", "tls_cert_data",
+                                            "tls_key_data")):
+            options["tls"] = _tls_context(p, self._private_file)
         if p.get("tls_handshake_first"):
             _check_handshake_first(servers)
             options["tls_handshake_first"] = True
             if "tls" not in options:
-                options["tls"] = _tls_context(p)  # the system's CAs
+                options["tls"] = _tls_context(p, self._private_file)  # the system's CAs
 
         async def quiet(_exc):
             return None
@@ -707,22 +739,51 @@ def _check_seed_file(path, option="nkey_seed"):
         raise NatsClientError("%s: %s does not hold a user nkey seed (%s)" % (option, path, exc)) from exc
 
 
-def _tls_context(p):
+def check_creds_data(text, option="creds_data"):
+    """Claims of the user in creds given as text; a clear error naming the option, never the content."""
+    try:
+        return jwt.parse_creds(text)[1]
+    except jwt.JWTError as exc:
+        raise NatsClientError("%s: the text given is %s" % (option, exc)) from exc
+
+
+def _pem_data(p, option, marker):
+    text = p.get(option) or ""
+    if "-----BEGIN " not in text or marker not in text:
+        raise NatsClientError("%s: the text given holds no PEM %s" % (option, marker.lower()))
+    return text
+
+
+def _tls_context(p, private_file=None):
+    """The client's TLS context from files (``tls_ca``, ``tls_cert``, ``tls_key``) or PEM text (the ``*_data``
+    options; a certificate and key given as text go through ``private_file``, as ssl loads them from files)."""
     for option in ("tls_ca", "tls_cert", "tls_key"):
         if p.get(option):
             _readable(p[option], option)
-    if p.get("tls_key") and not p.get("tls_cert"):
-        raise NatsClientError("tls_key: %s is given without tls_cert" % p["tls_key"])
+    cert = p.get("tls_cert") or (p.get("tls_cert_data") and private_file(
+        "client.pem", _pem_data(p, "tls_cert_data", "CERTIFICATE")))
+    key = p.get("tls_key") or (p.get("tls_key_data") and private_file(
+        "client-key.pem", _pem_data(p, "tls_key_data", "PRIVATE KEY")))
+    if key and not cert:
+        raise NatsClientError("%s: a key is given without %s" % (
+            "tls_key" if p.get("tls_key") else "tls_key_data", "tls_cert or tls_cert_data"))
     try:
-        context = ssl.create_default_context(cafile=p.get("tls_ca"))
+        if p.get("tls_ca_data"):
+            context = ssl.create_default_context(cadata=_pem_data(p, "tls_ca_data", "CERTIFICATE"))
+        else:
+            context = ssl.create_default_context(cafile=p.get("tls_ca"))
     except ssl.SSLError as exc:
-        raise NatsClientError("tls_ca: %s holds no usable CA certificate (%s)" % (p["tls_ca"], exc.reason or exc)) from exc
-    if p.get("tls_cert"):
+        where = p["tls_ca"] if p.get("tls_ca") else "the text given"
+        raise NatsClientError("%s: %s holds no usable CA certificate (%s)" % (
+            "tls_ca" if p.get("tls_ca") else "tls_ca_data", where, exc.reason or exc)) from exc
+    if cert:
         try:
-            context.load_cert_chain(p["tls_cert"], p.get("tls_key"))
+            context.load_cert_chain(cert, key or None)
         except ssl.SSLError as exc:
+            shown_cert = p.get("tls_cert") or "tls_cert_data"
+            shown_key = p.get("tls_key") or ("tls_key_data" if p.get("tls_key_data") else "(in the same file)")
             raise NatsClientError("tls_cert/tls_key: cannot load the client certificate %s with key %s (%s)" % (
-                p["tls_cert"], p.get("tls_key") or "(in the same file)", exc.reason or exc)) from exc
+                shown_cert, shown_key, exc.reason or exc)) from exc
     return context
 
 

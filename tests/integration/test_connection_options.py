@@ -1,10 +1,16 @@
 """The connection options every JetStream module takes, against a real server: ``inbox_prefix`` for a user who may
 only subscribe below its own prefix (with the default _INBOX its requests get no reply), ``connection_name`` as the
-server sees it (its trace of the CONNECT), and a prefix that cannot be one refused before anything is sent."""
+server sees it (its trace of the CONNECT), and a prefix that cannot be one refused before anything is sent; creds,
+CA, client certificate and key given as text (from a vault) rather than files: the connection works, nothing of them
+reaches the output, and the private files they need for the connection are gone after it."""
 
+import json
+import os
 import re
+import tempfile
 
-from conftest import free_port, run_module
+from conftest import free_port, operator_mode_conf, run_module
+from pki import CA
 
 
 def conf(tmp_path, port, http):
@@ -40,3 +46,61 @@ def test_inbox_prefix_and_connection_name(nats_binary, start_server, tmp_path):
         refused = run_module("jetstream_stream", dict(task, name="OTHER", subjects=["other"], inbox_prefix=bad))
         assert refused.get("failed") and "inbox_prefix: %r is not a subject prefix" % bad in refused["msg"], refused
     assert '"OTHER"' not in (tmp_path / "server.log").read_text()  # refused before anything was sent
+
+
+def leftovers():
+    return sorted(name for name in os.listdir(tempfile.gettempdir()) if name.startswith("nats-edge-"))
+
+
+def test_certificates_and_key_given_as_text(nats_binary, start_server, tmp_path):
+    binary, _version = nats_binary
+    ca = CA(tmp_path)
+    cert, key = ca.issue("server")
+    client_cert, client_key = ca.issue("client", usages=("client",))
+    port, http = free_port(), free_port()
+    text = "\n".join([
+        'listen: "127.0.0.1:%d"' % port, 'http: "127.0.0.1:%d"' % http,
+        'jetstream { store_dir: "%s" }' % (tmp_path / "js"),
+        'tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: true, timeout: 2 }' % (cert, key, ca.path)])
+    server = start_server(binary, text + "\n", "s", http)
+    server.wait(lambda: server.get("healthz")["status"] == "ok")
+    before = leftovers()
+
+    def read(path):
+        with open(path) as handle:
+            return handle.read()
+
+    task = dict(servers=["tls://127.0.0.1:%d" % port], timeout=3.0, name="ORDERS", subjects=["orders.>"],
+                tls_ca_data=read(ca.path))
+    refused = run_module("jetstream_stream", task)  # the server asks for a client certificate
+    assert refused.get("failed"), refused
+    made = run_module("jetstream_stream", dict(task, tls_cert_data=read(client_cert), tls_key_data=read(client_key)))
+    assert made.get("changed") and not made.get("failed"), made
+    assert "PRIVATE KEY" not in json.dumps(made)
+    assert leftovers() == before  # the private files went with the connection
+
+    bad = run_module("jetstream_stream", dict(task, tls_cert_data=read(client_cert), tls_key_data="not a key"))
+    assert bad.get("failed") and "tls_key_data: the text given holds no PEM private key" in bad["msg"], bad
+    both = run_module("jetstream_stream", dict(task, tls_ca=ca.path))
+    assert both.get("failed") and "mutually exclusive" in both["msg"] and "tls_ca" in both["msg"], both
+
+
+def test_creds_given_as_text(nats_binary, start_server, tmp_path):
+    binary, _version = nats_binary
+    base = dict(store_dir=str(tmp_path / "stores"), keys_dir=str(tmp_path / "keys"), operator="fleet")
+    operator = run_module("nsc_operator", base)
+    port, http = free_port(), free_port()
+    server = start_server(binary, operator_mode_conf(tmp_path, operator, port, http), "s", http)
+    server.wait(lambda: server.get("healthz")["status"] == "ok")
+    with open(operator["sys_creds"]) as handle:
+        creds = handle.read()
+    before = leftovers()
+    account = dict(base, name="APP", jetstream=dict(disk_storage="64MiB", mem_storage="8MiB"), push=True,
+                   servers=["nats://127.0.0.1:%d" % port], timeout=3.0, creds_data=creds)
+    pushed = run_module("nsc_account", account)
+    assert pushed.get("changed") and not pushed.get("failed") and not pushed.get("unconfirmed"), pushed
+    assert "SUAB" not in json.dumps(pushed) and creds.split("\n")[1] not in json.dumps(pushed)  # no JWT, no seed
+    assert leftovers() == before
+    refused = run_module("nsc_account", dict(account, creds_data="not creds"))
+    assert refused.get("failed") and "creds_data: the text given is" in refused["msg"], refused
+    assert "not creds" not in refused["msg"]
