@@ -58,6 +58,11 @@ options:
         file only the module's user reads, in a directory of its own, for the connection, and removed when it closes.
         Never shown in the output. Not with O(creds), O(nkey_seed), O(user) or O(token).
     type: str
+  user_jwt:
+    description:
+      - A file holding the user's JWT alone, with its seed in O(nkey_seed) (natscli C(--jwt) and C(--seed)), in place
+        of a creds file holding both. Not with O(creds), O(creds_data), O(user) or O(token).
+    type: path
   tls_ca_data:
     description: The PEM text of the CA certificate(s) the servers are verified against, in place of O(tls_ca).
     type: str

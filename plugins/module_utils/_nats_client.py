@@ -99,6 +99,7 @@ CONNECTION_ARGSPEC = dict(
     timeout=dict(type="float", default=5.0, fallback=(env_fallback, ["NATS_TIMEOUT"])),
     tls_handshake_first=dict(type="bool", default=False),
     creds_data=dict(type="str", no_log=True),
+    user_jwt=dict(type="path"),
     tls_ca_data=dict(type="str"),
     tls_cert_data=dict(type="str"),
     tls_key_data=dict(type="str", no_log=True),
@@ -156,6 +157,7 @@ def nats_module(argument_spec, jetstream=True, **kwargs):
     mutually_exclusive = list(kwargs.pop("mutually_exclusive", []))
     mutually_exclusive += [["creds", "creds_data", "nkey_seed", "user", "token"], ["tls_ca", "tls_ca_data"],
                            ["tls_cert", "tls_cert_data"], ["tls_key", "tls_key_data"]]
+    mutually_exclusive += [["user_jwt", other] for other in ("creds", "creds_data", "user", "token")]
     if jetstream:
         mutually_exclusive.append(["domain", "api_prefix"])
     return FleetModule(argument_spec=spec, mutually_exclusive=mutually_exclusive, **kwargs)
@@ -255,6 +257,12 @@ class NatsClient(object):
         if p.get("nkey_seed"):
             _check_seed_file(p["nkey_seed"])
             options["nkeys_seed"] = p["nkey_seed"]
+        if p.get("user_jwt"):
+            token, seed = check_user_jwt(p["user_jwt"], p.get("nkey_seed"))
+            options.pop("nkeys_seed", None)
+            # as one creds file, private to the connection: nats-py reads a seed file given apart byte for byte,
+            # and a seed file ends in a newline more often than not
+            options["user_credentials"] = self._private_file("user.creds", jwt.creds(token, seed))
         if p.get("user"):
             options["user"] = p["user"]
             options["password"] = p.get("password") or ""
@@ -745,6 +753,30 @@ def check_creds_data(text, option="creds_data"):
         return jwt.parse_creds(text)[1]
     except jwt.JWTError as exc:
         raise NatsClientError("%s: the text given is %s" % (option, exc)) from exc
+
+
+def check_user_jwt(path, seed_path):
+    """(JWT, seed) of a user JWT file and the seed of its user (natscli's --jwt and --seed), checked: the JWT is a
+    user's, and the seed is that user's key; errors name the options and files, never their content."""
+    if not seed_path:
+        raise NatsClientError("user_jwt: %s is given without nkey_seed, the seed of its user" % path)
+    token = _read(path, "user_jwt").strip()
+    try:
+        claims = jwt.decode(token, verify=False)
+    except jwt.JWTError as exc:
+        raise NatsClientError("user_jwt: %s does not hold a JWT (%s)" % (path, exc)) from exc
+    if (claims.get("nats") or {}).get("type") != "user":
+        raise NatsClientError("user_jwt: %s holds a JWT of a %s, not of a user" % (
+            path, (claims.get("nats") or {}).get("type") or "key of no type"))
+    seed = _read(seed_path, "nkey_seed").strip()
+    try:
+        public = jwt.check_seed(seed, "user")
+    except jwt.JWTError as exc:
+        raise NatsClientError("nkey_seed: %s does not hold a user nkey seed (%s)" % (seed_path, exc)) from exc
+    if claims.get("sub") != public:
+        raise NatsClientError("user_jwt: %s is the JWT of user %s, and nkey_seed %s holds the seed of %s" % (
+            path, claims.get("sub"), seed_path, public))
+    return token, seed
 
 
 def _pem_data(p, option, marker):

@@ -104,3 +104,18 @@ def test_creds_given_as_text(nats_binary, start_server, tmp_path):
     refused = run_module("nsc_account", dict(account, creds_data="not creds"))
     assert refused.get("failed") and "creds_data: the text given is" in refused["msg"], refused
     assert "not creds" not in refused["msg"]
+
+    # the same user's JWT and seed as two files (natscli --jwt, --seed)
+    token, seed = re.findall(r"-+BEGIN [A-Z ]+-+\s*\n\s*(\S+)", creds)
+    (tmp_path / "sys.jwt").write_text(token + "\n")
+    (tmp_path / "sys.nk").write_text(seed + "\n")
+    split = dict((k, v) for k, v in account.items() if k != "creds_data")
+    split.update(user_jwt=str(tmp_path / "sys.jwt"), nkey_seed=str(tmp_path / "sys.nk"),
+                 jetstream=dict(disk_storage="32MiB", mem_storage="8MiB"))
+    pushed = run_module("nsc_account", split)
+    assert pushed.get("changed") and not pushed.get("failed") and not pushed.get("unconfirmed"), (
+        pushed.get("msg"), pushed.get("unconfirmed"), pushed.get("push"))
+    alone = run_module("nsc_account", dict((k, v) for k, v in split.items() if k != "nkey_seed"))
+    assert alone.get("failed") and "is given without nkey_seed" in alone["msg"], alone
+    mismatch = run_module("nsc_account", dict(split, nkey_seed=operator["sys_creds"]))
+    assert mismatch.get("failed") and "nkey_seed" in mismatch["msg"], mismatch
