@@ -300,22 +300,6 @@ def sha256_file(path):
     return result.hexdigest()
 
 
-def _write_new(directory, final, data):
-    """Write ``data`` to a new file (0600) in ``directory``, flushed to disk, then rename it to ``final``."""
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".%s." % os.path.basename(final))
-    try:
-        os.fchmod(handle, FILE_MODE)
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, final)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
 def build_archive(files, mtimes, compress):
     """The archive (bytes) of ``files``: regular members only, each 0600, owned by nobody in particular; the gzip
     header carries no time, so the same files and times give the same bytes."""
@@ -541,9 +525,8 @@ def backup(params, check_mode):
                              now())
     if not check_mode:
         make_private_dir(path)
-        _write_new(path, os.path.join(path, name), data)
-        _write_new(path, os.path.join(path, MANIFEST),
-                   (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
+        atomic_write(os.path.join(path, name), data, FILE_MODE)
+        atomic_write(os.path.join(path, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True) + "\n", FILE_MODE)
         if old and old != name and os.path.lexists(os.path.join(path, old)):
             os.unlink(os.path.join(path, old))
         _fsync_dir(path)
