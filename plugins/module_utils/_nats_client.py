@@ -797,8 +797,9 @@ def _tls_context(p, private_file=None):
     key = p.get("tls_key") or (p.get("tls_key_data") and private_file(
         "client-key.pem", _pem_data(p, "tls_key_data", "PRIVATE KEY")))
     if key and not cert:
-        raise NatsClientError("%s: a key is given without %s" % (
-            "tls_key" if p.get("tls_key") else "tls_key_data", "tls_cert or tls_cert_data"))
+        if p.get("tls_key"):
+            raise NatsClientError("tls_key: %s is given without tls_cert" % p["tls_key"])
+        raise NatsClientError("tls_key_data: a key is given without tls_cert or tls_cert_data")
     try:
         if p.get("tls_ca_data"):
             context = ssl.create_default_context(cadata=_pem_data(p, "tls_ca_data", "CERTIFICATE"))
