@@ -44,7 +44,8 @@ attributes:
     description: Reads the store and its objects' metadata and returns what it would change; sends nothing that changes.
   diff_mode:
     support: full
-    description: Returns the store's configuration and the changed objects' digests before and after.
+    description: Returns the store's configuration (with C(sealed) when O(sealed) seals it) and the changed
+      objects' digests before and after.
   idempotent:
     support: full
     description: A second run with the same options changes nothing and uploads nothing.
@@ -169,6 +170,35 @@ options:
             V(true)); a mapping, a list or null is refused (write it as JSON text, V({{ value | to_json }}), to
             keep it there).
         type: dict
+      headers:
+        description:
+          - Headers stored with the object (as C(nats object put --header K:V) stores them): each name to a value,
+            or to a list of values; a number or a boolean is stored as its text. Names are kept as written (case
+            and all) and cannot hold spaces or V(:); a value is one line.
+          - Kept in the object's metadata (the C(headers) of its ObjectInfo, each name to its list of values, as
+            nats.go writes them). Compared like O(objects[].metadata): left out, the object has none; a change of
+            headers alone rewrites the object's metadata, not its chunks.
+        type: dict
+      chunk_size:
+        description:
+          - Size of the object's chunks when it is uploaded, as bytes or a size such as V(128KiB) (as
+            C(nats object put --chunk-size)); left out, 128 KiB, as the nats clients write them.
+          - At least 1 byte and at most the server's max payload (its C(max_payload), 1 MiB unless configured);
+            either is refused naming the object before anything is sent.
+          - It only applies to an upload, made when the object's digest differs: an object stored with the same
+            content is not uploaded again because its chunk size differs.
+        type: raw
+  sealed:
+    description:
+      - V(true) seals the store (as C(nats object seal)) once this run's objects are written, so a run that
+        uploads and seals does both, uploads first. A sealed store is read-only for good - nats-server takes no
+        write, delete or purge on it, sets its O(ttl) to V(0) and turns off the rollups an upload needs.
+      - A later run whose O(objects) differ from what a sealed store holds (or that O(exclusive) would delete
+        from) is refused before anything is sent, naming the store and the objects; a run that declares them as
+        they are changes nothing. V(false) on a sealed store is refused (a stream cannot be unsealed), as are
+        O(ttl) and O(mirror) with V(true).
+      - Left out, the store is left as it is (sealed or not). Any supported nats-server (2.2 or later) seals.
+    type: bool
   exclusive:
     description: With O(objects), delete every object of the store that O(objects) does not list.
     type: bool
@@ -192,6 +222,18 @@ EXAMPLES = r"""
         metadata: {board: rpi4}
       - name: CHANNEL
         content: stable
+        headers: {Content-Type: text/plain}
+
+- name: A release, uploaded then sealed for good
+  nats_edge.fleet.jetstream_object_store:
+    servers: nats://hub-1:4222
+    domain: hub
+    name: release-2024-05
+    sealed: true
+    objects:
+      - name: image.tar
+        src: files/image.tar
+        chunk_size: 512KiB
 
 - name: A copy in each spoke, readable while the hub is down
   nats_edge.fleet.jetstream_object_store:
@@ -204,7 +246,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 actions:
-  description: The JetStream API requests the run made (or would make) for the store's stream.
+  description: The JetStream API requests the run made (or would make) for the store's stream (with O(sealed), the
+    update that seals it last).
   returned: always
   type: list
   elements: dict
@@ -218,7 +261,7 @@ uploaded:
   type: list
   elements: str
 updated:
-  description: Objects whose description or metadata changed, without uploading them again.
+  description: Objects whose description, metadata or headers changed, without uploading them again.
   returned: success
   type: list
   elements: str
@@ -234,15 +277,41 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import object_transfer as objects
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.bucket_content import (
-    OBJECT_STORE_OPTIONS as ARGUMENT_SPEC, checked_objects, converge_objects)
+    OBJECT_STORE_MODULE_OPTIONS as ARGUMENT_SPEC, check_chunk_sizes, checked_objects, converge_objects, plan_objects,
+    refuse_sealed)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import StreamManager
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     NatsClient, nats_module, require_nats_py)
 
 
+class Sealing(StreamManager):
+    """Seals the store once its objects are written (nats' ObjectStore.Seal). In check mode the store is planned
+    as this run would leave it (``planned``: the create or update body the run would send), which a store the run
+    would create is not yet."""
+
+    def __init__(self, module, name, planned=None):
+        StreamManager.__init__(self, module, js_stream.desired_items({"streams": [kv.seal_item(name)]}))
+        self.planned = planned
+
+    def info(self, name):
+        if self.check_mode and self.planned is not None:
+            return {"config": self.planned}
+        return StreamManager.info(self, name)
+
+
+def _live_sealed(manager):
+    info = manager.plans[0][2] if manager.plans else None
+    return bool(((info or {}).get("config") or {}).get("sealed"))
+
+
+def _actions(*managers):
+    return [action for manager in managers if manager is not None and manager.js for action in manager.js.actions]
+
+
 def main():
     module = nats_module(ARGUMENT_SPEC, jetstream=True, supports_check_mode=True)
     params = module.params
+    present = params["state"] == "present"
     try:
         wanted = checked_objects(params)
         declared = js_stream.desired_items({"streams": [kv.store_stream_item(params)]})
@@ -252,32 +321,61 @@ def main():
         require_nats_py(params)
     except NatsEdgeError as exc:
         fail_from(module, exc)
-    manager = StreamManager(module, declared)
+    manager, sealing = StreamManager(module, declared), None
     result = dict(uploaded=[], updated=[], deleted=[])
     try:
         with NatsClient(params) as client:
-            if params["state"] == "present" and params.get("objects") is not None:
+            with_objects = present and params.get("objects") is not None
+            if with_objects:
                 objects.check_route(client, params.get("domain"))
-            manager.run(client)
+                check_chunk_sizes(client, params["name"], wanted)
+            manager.plan(client)
+            sealed_now = present and _live_sealed(manager)
+            if sealed_now:
+                # planned again as a sealed store (no rollups, no ttl), refused if it says sealed: false
+                manager = StreamManager(module, js_stream.desired_items({"streams": [
+                    kv.store_stream_item(params, sealed=True)]}))
+                manager.plan(client)
             entry = manager.results[declared[0].name]
+            planned = None
+            if with_objects:
+                planned = plan_objects(client, manager.js, params["name"], wanted, entry["action"] != "create",
+                                       params["exclusive"])
+                if sealed_now:
+                    refuse_sealed(params["name"], planned, manager.where())
+            manager.apply_all()
             result.update(store=entry["stream"], changed=entry["changed"])
-            if params["state"] == "present" and params.get("objects") is not None:
-                uploaded, updated, deleted, diff = converge_objects(module, client, manager.js, params["name"],
-                                                                    wanted, entry["action"] != "create",
-                                                                    params["exclusive"])
+            diff = dict(before=dict((entry.get("diff") or {}).get("before") or {}),
+                        after=dict((entry.get("diff") or {}).get("after") or {}))
+            if with_objects:
+                uploaded, updated, deleted, objects_diff = converge_objects(
+                    module, client, manager.js, params["name"], wanted, entry["action"] != "create",
+                    params["exclusive"], planned)
                 result.update(uploaded=uploaded, updated=updated, deleted=deleted,
                               changed=entry["changed"] or bool(uploaded or updated or deleted))
-                if module._diff:
-                    result["diff"] = dict(before=dict(entry.get("diff", {}).get("before") or {}, objects=diff["before"]),
-                                          after=dict(entry.get("diff", {}).get("after") or {}, objects=diff["after"]))
-            elif module._diff:
-                result["diff"] = entry.get("diff")
+                diff = dict(before=dict(diff["before"], objects=objects_diff["before"]),
+                            after=dict(diff["after"], objects=objects_diff["after"]))
+            if present and params.get("sealed") and not sealed_now:
+                plan = manager.plans[0][1]
+                sealing = Sealing(module, params["name"], plan.body if plan.action != "none" else None)
+                sealing.run(client)
+                sealed = sealing.results[sealing.declared[0].name]
+                result["changed"] = result["changed"] or sealed["changed"]
+                if not module.check_mode:
+                    result["store"] = sealed["stream"]
+                if diff["before"]:  # a store that exists (a new one has no before)
+                    diff["before"]["sealed"] = bool(diff["before"].get("sealed"))
+                diff["after"].update((k, v) for k, v in js_stream.SEALED_FORCES.items() if k in diff["after"])
+                diff["after"]["sealed"] = True
+            if module._diff:
+                result["diff"] = diff if with_objects or sealing else entry.get("diff")
     except (NatsEdgeError, OSError) as exc:
         label = "object store %r" % params["name"]
         module.fail_json(msg=str(exc) if str(exc).startswith(label) else "%s: %s" % (label, exc), changed=bool(
-            result.get("changed") or result["uploaded"] or manager.result(False)["changed"]),
-            actions=manager.js.actions if manager.js else [], **dict((k, result[k]) for k in ("uploaded",)))
-    module.exit_json(actions=manager.js.actions, **result)
+            result.get("changed") or result["uploaded"] or manager.result(False)["changed"] or (
+                sealing is not None and sealing.result(False)["changed"])),
+            actions=_actions(manager, sealing), **dict((k, result[k]) for k in ("uploaded",)))
+    module.exit_json(actions=_actions(manager, sealing), **result)
 
 
 if __name__ == "__main__":

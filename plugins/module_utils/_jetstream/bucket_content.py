@@ -27,6 +27,12 @@ OBJECT_STORE_OPTIONS = dict(
     exclusive=dict(type="bool", default=False),
 )
 
+# jetstream_object_store's own options beyond those of a fleet's object_stores items: sealed, and each object's
+# headers and chunk_size
+OBJECT_STORE_MODULE_OPTIONS = copy.deepcopy(OBJECT_STORE_OPTIONS)
+OBJECT_STORE_MODULE_OPTIONS["sealed"] = dict(type="bool")
+OBJECT_STORE_MODULE_OPTIONS["objects"]["options"].update(headers=dict(type="dict"), chunk_size=dict(type="raw"))
+
 
 class Entries(object):
     """Reads the current values of the declared keys' buckets and writes what differs."""
@@ -57,7 +63,9 @@ class Entries(object):
 def checked_objects(params):
     """The declared objects with their digests (``content`` as the bytes to store), the store checked as a whole
     before anything is sent: its name, every option of its stream (object_store_stream), each object's name,
-    content and metadata; every file is looked at."""
+    content, metadata, headers and chunk size; every file is looked at. An object that has the key ``headers``
+    (jetstream_object_store's objects) gets its headers as object_headers gives them, {} when left out (none, as
+    metadata); one without (a fleet's object_stores item) None, which keeps the headers an object has."""
     bucket = params["name"]
     kv.check_bucket("object store", bucket)
     if params.get("mirror") and params.get("objects") is not None:
@@ -71,8 +79,12 @@ def checked_objects(params):
         if obj["name"] in seen:
             raise kv.BucketError("bucket %r: objects[%d]: %r is listed twice" % (bucket, index, obj["name"]))
         seen.add(obj["name"])
-        obj = dict(obj, metadata=kv.object_metadata(bucket, "objects[%d] (%s)" % (index, obj["name"]), obj.get(
+        where = "objects[%d] (%s)" % (index, obj["name"])
+        obj = dict(obj, metadata=kv.object_metadata(bucket, where, obj.get(
             "metadata")) if obj.get("metadata") is not None else None)
+        if "headers" in obj:
+            obj["headers"] = kv.object_headers(bucket, where, obj["headers"])
+        obj["chunk_size"] = kv.object_chunk_size(bucket, where, obj.get("chunk_size"))
         if obj.get("src") is not None:
             if not os.path.isfile(obj["src"]):
                 raise kv.BucketError("bucket %r: objects[%d].src: %s is not a file (object %r)" % (
@@ -85,25 +97,56 @@ def checked_objects(params):
     return wanted
 
 
-def converge_objects(module, client, js, bucket, wanted, exists, exclusive):
+def check_chunk_sizes(client, bucket, wanted):
+    """Every declared chunk size within the connected server's max payload, before anything is sent."""
+    most = objects.max_payload(client)
+    for index, (name, obj) in enumerate(wanted.items()):
+        kv.check_chunk_size(bucket, "objects[%d] (%s)" % (index, name), obj.get("chunk_size"), most)
+
+
+def plan_objects(client, js, bucket, wanted, exists, exclusive):
+    """What the store's objects need, read from their metadata (nothing sent): ``current`` {name: metadata},
+    ``uploads`` (a digest differs: a chunk size that differs alone uploads nothing), ``updates`` (description,
+    metadata or headers only) and ``deletes`` (``exclusive``), each sorted."""
     current = objects.objects(client, js, bucket) if exists else {}
     uploads = [name for name, obj in wanted.items()
                if name not in current or not kv.same_digest(obj["digest"], current[name].get("digest"))]
     updates = [name for name, obj in wanted.items() if name not in uploads
-               and kv.meta_differs(current[name], obj.get("description"), obj.get("metadata"))]
+               and kv.meta_differs(current[name], obj.get("description"), obj.get("metadata"), obj.get("headers"))]
     deletes = sorted(set(current) - set(wanted)) if exclusive else []
+    return dict(current=current, uploads=sorted(uploads), updates=sorted(updates), deletes=deletes)
+
+
+def refuse_sealed(bucket, planned, where):
+    """A sealed store takes no writes: the objects a run would change in it, named, before anything is sent."""
+    changes = [(verb, planned[key]) for verb, key in (("upload", "uploads"), ("update the description, metadata or "
+                                                                               "headers of", "updates"),
+                                                       ("delete (exclusive)", "deletes")) if planned[key]]
+    if changes:
+        raise kv.BucketError("object store %r %s is sealed, so it is read-only for good: this task would %s; declare "
+                             "the objects as the store holds them (nothing was sent)" % (
+                                 bucket, where, "; ".join("%s %s" % (verb, ", ".join(repr(n) for n in names))
+                                                          for verb, names in changes)))
+
+
+def converge_objects(module, client, js, bucket, wanted, exists, exclusive, planned=None):
+    """Write what ``planned`` (plan_objects; read here when left out) says the objects need; in check mode,
+    nothing. Returns (uploaded, updated, deleted, diff of their digests)."""
+    if planned is None:
+        planned = plan_objects(client, js, bucket, wanted, exists, exclusive)
+    current, uploads, updates, deletes = (planned[k] for k in ("current", "uploads", "updates", "deletes"))
     if not module.check_mode:
         for name in uploads:
             obj = wanted[name]
             source = obj["src"] if obj.get("src") is not None else obj["content"]
             objects.upload(client, js, bucket, name, source, obj["digest"], obj.get("description"),
-                           obj.get("metadata"), current.get(name))
+                           obj.get("metadata"), current.get(name), obj.get("headers"), obj.get("chunk_size"))
         for name in updates:
             objects.update_meta(client, js, bucket, current[name], wanted[name].get("description"),
-                                wanted[name].get("metadata"))
+                                wanted[name].get("metadata"), wanted[name].get("headers"))
         for name in deletes:
             objects.remove(client, js, bucket, current[name])
     changed = sorted(set(uploads) | set(updates) | set(deletes))
     diff = dict(before=dict((n, (current.get(n) or {}).get("digest")) for n in changed),
                 after=dict((n, (wanted.get(n) or {}).get("digest")) for n in changed))
-    return sorted(uploads), sorted(updates), deletes, diff
+    return uploads, updates, deletes, diff

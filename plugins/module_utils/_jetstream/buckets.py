@@ -305,11 +305,15 @@ def kv_stream(bucket, options, domain=None):
     return item
 
 
-def object_store_stream(bucket, options, domain=None):
+def object_store_stream(bucket, options, domain=None, sealed=False):
     """The jetstream_stream item of an object store (nats' own mapping), every option checked (``domain`` as
-    for kv_stream)."""
+    for kv_stream). ``sealed``: the item of a store that is sealed (on the server, or by this run once its objects
+    are written: see seal_item), with what nats-server forces on a sealed stream (no rollups, no ttl) rather than
+    what a store that takes writes needs, so that the stream model finds nothing to change on it."""
     check_bucket("object store", bucket)
     ttl_ns = _ttl(bucket, options.get("ttl"), "an object")
+    if options.get("sealed") or sealed:
+        _check_sealed(bucket, options, ttl_ns, sealed)
     item = {
         "name": "OBJ_" + bucket,
         "max_age": ttl_ns // 10**9 if ttl_ns % 10**9 == 0 else "%dns" % ttl_ns,
@@ -327,7 +331,32 @@ def object_store_stream(bucket, options, domain=None):
         item["mirror_direct"] = True
     else:
         item["subjects"] = ["$O.%s.C.>" % bucket, "$O.%s.M.>" % bucket]
+    if sealed:
+        # nats-server turns rollups off when it seals a stream (and deny_delete, deny_purge on): left out
+        del item["allow_rollup"]
+        item["sealed"] = True
     return item
+
+
+def _check_sealed(bucket, options, ttl_ns, live):
+    """What a sealed store (``sealed: true``, or ``live``: sealed on the server) cannot have."""
+    why = "the store is sealed" if live and not options.get("sealed") else "sealed"
+    if options.get("sealed") is False and live:
+        raise BucketError("object store %r is sealed, and sealed: false cannot unseal it (nats-server never unseals a "
+                          "stream): set sealed: true or leave it out" % bucket)
+    if ttl_ns:
+        raise BucketError("bucket %r: ttl: %r: %s: a sealed store keeps its objects for good (nats-server sets its "
+                          "ttl to 0 when it seals it): leave ttl out" % (bucket, options.get("ttl"), why))
+    if options.get("mirror"):
+        raise BucketError("bucket %r: sealed: a copy (mirror) follows its origin and is read-only already: seal "
+                          "its origin %r instead" % (bucket, options["mirror"]["name"]))
+
+
+def seal_item(bucket):
+    """The stream item that seals an object store (nats' ObjectStore.Seal: its stream's config with sealed set),
+    applied after the run's objects are written; the store must exist (nats-server seals only on an update)."""
+    return {"name": "OBJ_" + bucket, "sealed": True, "state": "present", "on_immutable_change": "fail",
+            "allow_data_loss": False}
 
 
 def _check_copies(bucket, options, domain):
@@ -531,10 +560,72 @@ def _metadata_text(metadata):
     return dict((str(k), _meta_text(v) if _meta_text(v) is not None else str(v)) for k, v in (metadata or {}).items())
 
 
-def object_meta(bucket, name, nuid, size, chunks, digest, mtime, description=None, metadata=None, headers=None):
-    """Metadata of an object as the nats clients write it."""
+# a header's name as a NATS message takes it: printable ASCII but for the colon that ends it
+_HEADER_NAME_RE = re.compile(r"^[!-9;-~]+$")
+
+
+def object_headers(bucket, where, headers):
+    """An object's headers as the nats clients keep them in its metadata (nats.go's nats.Header: each name to its
+    list of values, names as given, case and all): a value is text (a number or a boolean as its text, as in
+    metadata) or a list of them; a name that a message could not carry, a value with a line break, an empty list
+    or anything else refused naming it (``where``). None (left out) is no headers."""
+    result = {}
+    for key, value in (headers or {}).items():
+        if not isinstance(key, str) or not _HEADER_NAME_RE.match(key):
+            raise BucketError("bucket %r: %s.headers: %r is not a header name; use printable ASCII without spaces or "
+                              "':'%s" % (bucket, where, key, " (quote it)" if not isinstance(key, str) else ""))
+        values = value if isinstance(value, list) else [value]
+        texts = [_meta_text(item) for item in values]
+        bad = [item for item, text in zip(values, texts) if text is None]
+        if not values or bad:
+            raise BucketError("bucket %r: %s.headers.%s: %s; a header's value is a string (a number or boolean as its "
+                              "text) or a list of them" % (bucket, where, key, "an empty list" if not values else
+                                                           "%s is not text" % ("null" if bad[0] is None else
+                                                                               _a_kind(bad[0]))))
+        if any("\r" in text or "\n" in text for text in texts):
+            raise BucketError("bucket %r: %s.headers.%s: a header's value is one line: it has a line break" % (
+                bucket, where, key))
+        result[key] = texts
+    return result
+
+
+def headers_of(meta):
+    """The headers of stored object metadata as object_headers gives them (a client that wrote a name to one
+    string counts as its list of one)."""
+    found = (meta or {}).get("headers") or {}
+    if not isinstance(found, dict):
+        return {}
+    return dict((str(k), [str(v) for v in (vs if isinstance(vs, list) else [vs])]) for k, vs in found.items())
+
+
+def object_chunk_size(bucket, where, value):
+    """An object's chunk size in bytes (bytes or a size such as 128KiB), at least 1; None (left out) is the nats
+    clients' 128 KiB. The server's max payload bounds it too, checked once connected (check_chunk_size)."""
+    if value is None:
+        return None
+    try:
+        size = size_bytes(value, minimum=0)
+    except ValueError as exc:
+        raise BucketError("bucket %r: %s.chunk_size: %s" % (bucket, where, exc)) from exc
+    if size < 1:
+        raise BucketError("bucket %r: %s.chunk_size: %r; an object's chunks hold at least 1 byte (left out, %d, as "
+                          "the nats clients write them)" % (bucket, where, value, CHUNK_SIZE))
+    return size
+
+
+def check_chunk_size(bucket, where, size, max_payload):
+    """A chunk size the server takes in one message (``max_payload``, the connected server's; None: not known)."""
+    if size is not None and max_payload and size > max_payload:
+        raise BucketError("bucket %r: %s.chunk_size: %d bytes is above the %d bytes the server takes in a message "
+                          "(its max_payload): use at most %d" % (bucket, where, size, max_payload, max_payload))
+
+
+def object_meta(bucket, name, nuid, size, chunks, digest, mtime, description=None, metadata=None, headers=None,
+                chunk_size=None):
+    """Metadata of an object as the nats clients write it (``chunk_size``: the size its chunks were written with,
+    left out the nats clients' own)."""
     meta = {"name": name, "bucket": bucket, "nuid": nuid, "size": size, "chunks": chunks, "digest": digest,
-            "mtime": mtime, "options": {"max_chunk_size": CHUNK_SIZE}}
+            "mtime": mtime, "options": {"max_chunk_size": chunk_size or CHUNK_SIZE}}
     if description:
         meta["description"] = description
     if metadata:
@@ -551,9 +642,12 @@ def deleted_meta(bucket, current, mtime):
     return meta
 
 
-def meta_differs(current, description, metadata):
+def meta_differs(current, description, metadata, headers=None):
+    """Whether stored object metadata differs in its description, metadata or (when not None: declared, {} for
+    none) headers."""
     return ((current.get("description") or None) != (description or None)
-            or (current.get("metadata") or {}) != _metadata_text(metadata))
+            or (current.get("metadata") or {}) != _metadata_text(metadata)
+            or (headers is not None and headers_of(current) != headers))
 
 
 def declared_buckets(params):
@@ -594,9 +688,11 @@ def bucket_stream_items(items):
     return streams
 
 
-def store_stream_item(store):
-    """The stream of an object store (jetstream_object_store's options), never recreated either."""
-    item = object_store_stream(store["name"], store) if store["state"] == "present" else {"name": "OBJ_" + store["name"]}
+def store_stream_item(store, sealed=False):
+    """The stream of an object store (jetstream_object_store's options), never recreated either; ``sealed``: the
+    store is sealed on the server (see object_store_stream)."""
+    item = object_store_stream(store["name"], store, sealed=sealed) if store["state"] == "present" else {
+        "name": "OBJ_" + store["name"]}
     item.update(state=store["state"], on_immutable_change="fail", allow_data_loss=False)
     if store["state"] == "present":
         item["check_existing"] = live_check("object store", "OBJ_", store["name"], store)

@@ -144,13 +144,14 @@ def _intact(js, bucket, nuid, chunks):
     return _chunk_subjects(js, bucket, subject).get(subject, 0) == chunks
 
 
-def _chunks(source, subject, totals):
-    """``source`` (a path or bytes) in chunks to publish on ``subject``, counted into ``totals`` as they go."""
+def _chunks(source, subject, totals, size=kv.CHUNK_SIZE):
+    """``source`` (a path or bytes) in chunks of ``size`` bytes to publish on ``subject``, counted into ``totals``
+    as they go."""
     handle = open(source, "rb") if isinstance(source, str) else None
     try:
         offset = 0
         while True:
-            block = handle.read(kv.CHUNK_SIZE) if handle else source[offset:offset + kv.CHUNK_SIZE]
+            block = handle.read(size) if handle else source[offset:offset + size]
             offset += len(block)
             if not block:
                 return
@@ -162,13 +163,15 @@ def _chunks(source, subject, totals):
             handle.close()
 
 
-def upload(client, js, bucket, name, source, digest, description=None, metadata=None, previous=None):
+def upload(client, js, bucket, name, source, digest, description=None, metadata=None, previous=None, headers=None,
+           chunk_size=None):
     """Write an object: its chunks pipelined, then its metadata (a rollup of its subject), then drop every chunk
     subject of the object that the stored metadata does not name (the version it replaces, ``previous``, and
     those of uploads of the same object running at the same time, whichever wrote its metadata first), so no
     upload leaves chunks behind. An upload whose chunks a concurrent one dropped before its metadata was written
     writes them again. ``source`` is a path or bytes, ``digest`` its nats digest (already computed to decide
-    the upload)."""
+    the upload); ``headers`` (object_headers) go into its metadata, ``chunk_size`` (bytes, checked against the
+    server's max payload before) the size of its chunks, left out the nats clients' 128 KiB."""
     where = "object %r of bucket %r" % (name, bucket)
     for _attempt in range(UPLOAD_ATTEMPTS):
         nuid = kv.nuid_prefix(name) + os.urandom(8).hex()
@@ -176,7 +179,7 @@ def upload(client, js, bucket, name, source, digest, description=None, metadata=
         totals = {"size": 0, "chunks": 0}
 
         try:
-            _publish(client, js, bucket, _chunks(source, subject, totals), where)
+            _publish(client, js, bucket, _chunks(source, subject, totals, chunk_size or kv.CHUNK_SIZE), where)
         except NatsEdgeError:
             try:
                 _purge(js, bucket, [subject])  # what was written of them is named by no metadata
@@ -187,7 +190,7 @@ def upload(client, js, bucket, name, source, digest, description=None, metadata=
             _purge(js, bucket, [subject])  # a concurrent upload of the object dropped them: write them again
             continue
         meta = kv.object_meta(bucket, name, nuid, totals["size"], totals["chunks"], digest, now(), description,
-                              metadata)
+                              metadata, headers, chunk_size)
         _publish(client, js, bucket, [(kv.meta_subject(bucket, name), json.dumps(meta).encode(), ROLLUP)], where)
         stored = _drop_orphans(js, bucket, name, previous)
         if (stored or {}).get("nuid") != nuid or _intact(js, bucket, nuid, totals["chunks"]):
@@ -198,18 +201,24 @@ def upload(client, js, bucket, name, source, digest, description=None, metadata=
         where, UPLOAD_ATTEMPTS))
 
 
-def update_meta(client, js, bucket, current, description, metadata):
-    """Change an object's description or metadata without writing its chunks again: the metadata the store has
-    now (``current`` when nothing changed it since it was read) with the new description and metadata, so it
-    names the chunks that are there."""
+def update_meta(client, js, bucket, current, description, metadata, headers=None):
+    """Change an object's description, metadata or headers without writing its chunks again: the metadata the
+    store has now (``current`` when nothing changed it since it was read) with the new description, metadata and
+    ``headers`` (None: those it has), so it names the chunks that are there, with the chunk size they have."""
     name = current["name"]
     stored = _stored_meta(js, bucket, name)
     base = stored if stored and not stored.get("deleted") and stored.get("nuid") else current
     meta = kv.object_meta(bucket, name, base["nuid"], base["size"], base["chunks"], base["digest"], now(),
-                          description, metadata, base.get("headers"))
+                          description, metadata, base.get("headers") if headers is None else headers,
+                          (base.get("options") or {}).get("max_chunk_size"))
     _publish(client, js, bucket, [(kv.meta_subject(bucket, name), json.dumps(meta).encode(), ROLLUP)],
              "object %r of bucket %r" % (name, bucket))
     return meta
+
+
+def max_payload(client):
+    """The most bytes the connected server takes in one message (its INFO's max_payload), None when not known."""
+    return getattr(getattr(client, "_nc", None), "max_payload", None) or None
 
 
 def remove(client, js, bucket, current):

@@ -4,7 +4,9 @@ import json
 
 import pytest
 
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import bucket_content
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import buckets as kv
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model as js_stream
 
 
 def test_a_bucket_remembers_duplicates_for_two_minutes():
@@ -316,3 +318,111 @@ def test_the_preferred_server_is_no_part_of_a_buckets_stream_config():
     store = kv.object_store_stream("files", {"placement": {"preferred": "n1", "cluster": None, "tags": None}})
     desired = js.desired_from_params(dict(store, state="present"))
     assert desired.preferred == "n1" and "placement" not in desired.config
+
+
+# -- sealed stores, object headers and chunk sizes ---------------------------------------------------------------
+
+def test_a_sealed_store_has_what_the_server_forces_on_sealing():
+    writable = kv.object_store_stream("rel", {"sealed": True})
+    assert writable["allow_rollup"] and "sealed" not in writable  # written first, then sealed (seal_item)
+    sealed = kv.object_store_stream("rel", {"sealed": True}, sealed=True)
+    assert sealed["sealed"] and "allow_rollup" not in sealed and sealed["max_age"] == 0 and sealed["discard"] == "new"
+    for option, forced in js_stream.SEALED_FORCES.items():
+        assert sealed.get(option, forced) == forced, option
+    # the stream model takes it as it is (no allow_rollup against the forced deny_purge)
+    assert js_stream.desired_items({"streams": [dict(kv.store_stream_item(
+        {"name": "rel", "state": "present"}, sealed=True), check_existing=None)]})[0].config["sealed"]
+    assert kv.seal_item("rel") == {"name": "OBJ_rel", "sealed": True, "state": "present",
+                                   "on_immutable_change": "fail", "allow_data_loss": False}
+
+
+@pytest.mark.parametrize("options, live, message", [
+    ({"sealed": True, "ttl": "30d"}, False, "bucket 'rel': ttl: '30d': sealed: a sealed store keeps its objects for "
+                                            "good (nats-server sets its ttl to 0 when it seals it): leave ttl out"),
+    ({"ttl": 60}, True, "bucket 'rel': ttl: 60: the store is sealed: a sealed store keeps its objects for good"),
+    ({"sealed": False}, True, "object store 'rel' is sealed, and sealed: false cannot unseal it (nats-server never "
+                              "unseals a stream): set sealed: true or leave it out"),
+    ({"sealed": True, "mirror": {"name": "up", "domain": "hub"}}, False,
+     "bucket 'rel': sealed: a copy (mirror) follows its origin and is read-only already: seal its origin 'up'"),
+])
+def test_what_a_sealed_store_cannot_have_is_refused(options, live, message):
+    with pytest.raises(kv.BucketError) as refused:
+        kv.object_store_stream("rel", options, sealed=live)
+    assert str(refused.value).startswith(message), refused.value
+
+
+def test_a_ttl_of_0_or_unsealing_a_store_that_is_not_sealed_is_taken():
+    assert kv.object_store_stream("rel", {"sealed": True, "ttl": 0})["max_age"] == 0
+    assert "sealed" not in kv.object_store_stream("rel", {"sealed": False, "ttl": 60})
+
+
+def test_object_headers_are_lists_of_text_under_names_kept_as_written():
+    assert kv.object_headers("fw", "objects[0] (a)", {"Content-Type": "text/plain", "x-tag": ["a", 2, True]}) == {
+        "Content-Type": ["text/plain"], "x-tag": ["a", "2", "true"]}
+    assert kv.object_headers("fw", "objects[0] (a)", None) == {}
+
+
+@pytest.mark.parametrize("headers, message", [
+    ({"Bad Name": "x"}, "objects[0] (a).headers: 'Bad Name' is not a header name; use printable ASCII without "
+                        "spaces or ':'"),
+    ({"K:V": "x"}, "'K:V' is not a header name"),
+    ({"": "x"}, "'' is not a header name"),
+    ({5: "x"}, "5 is not a header name; use printable ASCII without spaces or ':' (quote it)"),
+    ({"K": None}, "objects[0] (a).headers.K: null is not text; a header's value is a string"),
+    ({"K": {"a": 1}}, "objects[0] (a).headers.K: a mapping is not text"),
+    ({"K": []}, "objects[0] (a).headers.K: an empty list"),
+    ({"K": ["a", ["b"]]}, "objects[0] (a).headers.K: a list is not text"),
+    ({"K": "one\ntwo"}, "objects[0] (a).headers.K: a header's value is one line: it has a line break"),
+])
+def test_bad_object_headers_are_refused_naming_the_object(headers, message):
+    with pytest.raises(kv.BucketError) as refused:
+        kv.object_headers("fw", "objects[0] (a)", headers)
+    assert str(refused.value).startswith("bucket 'fw': ") and message in str(refused.value), refused.value
+
+
+def test_headers_are_compared_like_metadata_when_declared():
+    meta = kv.object_meta("fw", "a", "n", 1, 1, "d", "t", headers={"K": ["v"]})
+    assert meta["headers"] == {"K": ["v"]}
+    assert not kv.meta_differs(meta, None, None, {"K": ["v"]})
+    assert kv.meta_differs(meta, None, None, {"K": ["w"]}) and kv.meta_differs(meta, None, None, {})
+    assert not kv.meta_differs(meta, None, None)  # not declared (a fleet's object_stores item): kept
+    # a client that wrote a name to a single string
+    assert kv.headers_of({"headers": {"K": "v"}}) == {"K": ["v"]} and kv.headers_of({"headers": None}) == {}
+
+
+def test_a_chunk_size_is_at_least_a_byte_and_at_most_the_max_payload():
+    assert kv.object_chunk_size("fw", "objects[0] (a)", "128KiB") == 131072
+    assert kv.object_chunk_size("fw", "objects[0] (a)", 1) == 1
+    assert kv.object_chunk_size("fw", "objects[0] (a)", None) is None
+    for value in (0, "0", -1, "-1"):
+        with pytest.raises(kv.BucketError, match=r"bucket 'fw': objects\[0\] \(a\).chunk_size: .*(at least 1 byte|"
+                                                 r"below 0)"):
+            kv.object_chunk_size("fw", "objects[0] (a)", value)
+    with pytest.raises(kv.BucketError, match="is not a size"):
+        kv.object_chunk_size("fw", "objects[0] (a)", True)
+    kv.check_chunk_size("fw", "objects[0] (a)", 1048576, 1048576)
+    kv.check_chunk_size("fw", "objects[0] (a)", 5, None)
+    with pytest.raises(kv.BucketError, match=r"objects\[0\] \(a\).chunk_size: 1048577 bytes is above the 1048576 "):
+        kv.check_chunk_size("fw", "objects[0] (a)", 1048577, 1048576)
+    assert kv.object_meta("fw", "a", "n", 1, 1, "d", "t", chunk_size=1024)["options"] == {"max_chunk_size": 1024}
+    assert kv.object_meta("fw", "a", "n", 1, 1, "d", "t")["options"] == {"max_chunk_size": kv.CHUNK_SIZE}
+
+
+def test_a_sealed_store_refuses_a_run_that_would_change_its_objects_naming_them():
+    bucket_content.refuse_sealed("rel", dict(uploads=[], updates=[], deletes=[]), "in domain 'hub'")
+    with pytest.raises(kv.BucketError) as refused:
+        bucket_content.refuse_sealed("rel", dict(uploads=["a", "b"], updates=["c"], deletes=["d"]), "in domain 'hub'")
+    assert str(refused.value) == (
+        "object store 'rel' in domain 'hub' is sealed, so it is read-only for good: this task would upload 'a', 'b'; "
+        "update the description, metadata or headers of 'c'; delete (exclusive) 'd'; declare the objects as the "
+        "store holds them (nothing was sent)")
+
+
+def test_checked_objects_gives_headers_only_to_objects_that_declare_the_key():
+    params = dict(name="fw", state="present", objects=[
+        dict(name="a", content="x", headers=None, chunk_size="1KiB"), dict(name="b", content="y")])
+    wanted = bucket_content.checked_objects(params)
+    assert wanted["a"]["headers"] == {} and wanted["a"]["chunk_size"] == 1024
+    assert wanted["b"].get("headers") is None and wanted["b"]["chunk_size"] is None
+    with pytest.raises(kv.BucketError, match=r"objects\[0\] \(a\).chunk_size: 0"):
+        bucket_content.checked_objects(dict(params, objects=[dict(name="a", content="x", chunk_size=0)]))

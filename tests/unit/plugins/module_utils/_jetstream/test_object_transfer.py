@@ -109,3 +109,24 @@ def test_another_digest_cannot_be_verified_and_is_refused(digest, carries):
 def test_a_refused_fetch_is_not_an_object_error_a_later_run_might_clear():
     # jetstream_domain's defer_copies leaves an ObjectError (a copy still filling) to a later run, never this
     assert not issubclass(objects.FetchRefused, objects.ObjectError)
+
+
+def test_chunks_are_cut_at_the_chunk_size_asked(tmp_path):
+    path = tmp_path / "data"
+    path.write_bytes(b"x" * 2500)
+    for source in (str(path), b"x" * 2500):
+        totals = {"size": 0, "chunks": 0}
+        blocks = [data for _subject, data, _headers in objects._chunks(source, "s", totals, 1000)]
+        assert [len(b) for b in blocks] == [1000, 1000, 500] and totals == {"size": 2500, "chunks": 3}
+    totals = {"size": 0, "chunks": 0}
+    assert len(list(objects._chunks(b"x" * (kv.CHUNK_SIZE + 1), "s", totals))) == 2
+
+
+def test_the_max_payload_is_the_connected_servers_or_none():
+    class Connection(object):
+        max_payload = 1048576
+
+    class Client(object):
+        _nc = Connection()
+
+    assert objects.max_payload(Client()) == 1048576 and objects.max_payload(object()) is None
