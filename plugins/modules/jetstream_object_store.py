@@ -172,11 +172,11 @@ options:
         type: dict
       headers:
         description:
-          - Headers stored with the object (as C(nats object put --header K:V) stores them): each name to a value,
-            or to a list of values; a number or a boolean is stored as its text. Names are kept as written (case
-            and all) and cannot hold spaces or V(:); a value is one line.
+          - Headers stored with the object, as C(nats object put --header) stores them - each name to a value, or
+            to a list of values; a number or a boolean is stored as its text. Names are kept as written (case and
+            all) and cannot hold spaces or V(:); a value is one line.
           - Kept in the object's metadata (the C(headers) of its ObjectInfo, each name to its list of values, as
-            nats.go writes them). Compared like O(objects[].metadata): left out, the object has none; a change of
+            nats.go writes them). Compared like O(objects[].metadata) - left out, the object has none; a change of
             headers alone rewrites the object's metadata, not its chunks.
         type: dict
       chunk_size:
@@ -185,7 +185,7 @@ options:
             C(nats object put --chunk-size)); left out, 128 KiB, as the nats clients write them.
           - At least 1 byte and at most the server's max payload (its C(max_payload), 1 MiB unless configured);
             either is refused naming the object before anything is sent.
-          - It only applies to an upload, made when the object's digest differs: an object stored with the same
+          - It only applies to an upload, made when the object's digest differs - an object stored with the same
             content is not uploaded again because its chunk size differs.
         type: raw
   sealed:

@@ -119,9 +119,9 @@ def plan_objects(client, js, bucket, wanted, exists, exclusive):
 
 def refuse_sealed(bucket, planned, where):
     """A sealed store takes no writes: the objects a run would change in it, named, before anything is sent."""
-    changes = [(verb, planned[key]) for verb, key in (("upload", "uploads"), ("update the description, metadata or "
-                                                                               "headers of", "updates"),
-                                                       ("delete (exclusive)", "deletes")) if planned[key]]
+    verbs = (("upload", "uploads"), ("update the description, metadata or headers of", "updates"),
+             ("delete (exclusive)", "deletes"))
+    changes = [(verb, planned[key]) for verb, key in verbs if planned[key]]
     if changes:
         raise kv.BucketError("object store %r %s is sealed, so it is read-only for good: this task would %s; declare "
                              "the objects as the store holds them (nothing was sent)" % (
