@@ -12,6 +12,13 @@ def rows(table):
         ("kv-replicas-6", KV, dict(JS, name="cfg", replicas=6), "bucket 'cfg': replicas: 6; use 1 to 5"),
         ("kv-replicas-true", KV, dict(JS, name="cfg", replicas=True), "bucket 'cfg': replicas: True; use 1 to 5"),
         ("obj-replicas-0", OBJECTS, dict(JS, name="fw", replicas=0), "bucket 'fw': replicas: 0; use 1 to 5"),
+        ("obj-sealed-ttl", OBJECTS, dict(JS, name="fw", sealed=True, ttl="30d"),
+         "bucket 'fw': ttl: '30d': sealed: a sealed store keeps its objects for good"),
+        ("obj-header-name-space", OBJECTS, dict(JS, name="fw", objects=[
+            {"name": "a", "content": "x", "headers": {"Bad Name": "x"}}]),
+         "bucket 'fw': objects[0] (a).headers: 'Bad Name' is not a header name"),
+        ("obj-chunk-size-0", OBJECTS, dict(JS, name="fw", objects=[{"name": "a", "content": "x", "chunk_size": 0}]),
+         "bucket 'fw': objects[0] (a).chunk_size: 0; an object's chunks hold at least 1 byte"),
         ("kv-history-true", KV, dict(JS, name="cfg", history=True),
          "bucket 'cfg': history: True; a key keeps 1 to 64 values"),
         ("kv-ttl-50ms", KV, dict(JS, name="cfg", ttl="50ms"),

@@ -172,6 +172,7 @@ def examples_play(fleet):
         "/tmp/replication.dot": "%s/replication.dot" % fleet["tmp"],
         "nats://127.0.0.1:4222": fleet["urls"]["spoke-1"],
         "files/gateway-2.4.1.bin": fleet["firmware"],
+        "files/image.tar": fleet["firmware"],
         "/var/lib/gateway/": "%s/edge/" % fleet["tmp"],
         "/tmp/fleet-accounts.dot": "%s/fleet-accounts.dot" % fleet["tmp"],
         # jetstream_backup: spoke-1's streams, backed up and the unchanged ``test`` restored (left alone)
