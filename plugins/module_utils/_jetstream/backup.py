@@ -26,13 +26,14 @@ import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _versions
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._files import make_private_dirs, sha256_file
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream import stream_model
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import check_name
 
 FORMAT = 1
 SNAPSHOT, STREAM, MANIFEST = "snapshot.s2", "stream.json", "manifest.json"
-FILE_MODE, DIR_MODE = 0o600, 0o700
+FILE_MODE = 0o600
 CHUNK = 128 * 1024
 
 ARGUMENT_SPEC = dict(
@@ -107,14 +108,6 @@ def fingerprint(config, state, consumers):
     text = json.dumps({"config": config or {}, "state": state, "consumers": consumer_positions(consumers)},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def verify(directory, stream):
@@ -215,16 +208,6 @@ def target_version(js, info=None):
 # files
 
 
-def make_private_dir(path):
-    """``path`` and its missing parents, created 0700."""
-    missing = []
-    while path and not os.path.isdir(path):
-        missing.append(path)
-        path = os.path.dirname(path)
-    for directory in reversed(missing):
-        os.mkdir(directory, DIR_MODE)
-
-
 def _write_json(path, data):
     handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     with os.fdopen(handle, "w") as stream:
@@ -298,7 +281,7 @@ def backup(client, js, streams, path, check_mode, check_messages=False, with_con
 
 def _take(client, js, stream, directory, print_, consumers, check_messages, with_consumers=True):
     parent = os.path.dirname(directory)
-    make_private_dir(parent)
+    make_private_dirs(parent)
     work = tempfile.mkdtemp(prefix=".%s.new-" % stream, dir=parent)  # 0700
     try:
         snapshot = os.path.join(work, SNAPSHOT)

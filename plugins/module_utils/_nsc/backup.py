@@ -41,6 +41,7 @@ import tempfile
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
+from ansible_collections.nats_edge.fleet.plugins.module_utils._files import sha256_file
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.common import STORE_ARGSPEC
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import (
     Store, StoreError, atomic_write, directory_lock, make_dirs)
@@ -48,7 +49,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import 
 FORMAT = 1
 KIND = "nsc-operator"
 MANIFEST = "manifest.json"
-FILE_MODE, DIR_MODE = 0o600, 0o700
+FILE_MODE = 0o600
 STORE, KEYS = "store", "keys"
 # the largest archive a restore reads (a store of many thousand users is a few MiB)
 MAX_ARCHIVE = 256 * 1024 * 1024
@@ -287,19 +288,6 @@ def operator_public_key(files, operator):
 # files
 
 
-def make_private_dir(path):
-    """``path`` and its missing parents, created 0700."""
-    make_dirs(path)
-
-
-def sha256_file(path):
-    result = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            result.update(block)
-    return result.hexdigest()
-
-
 def build_archive(files, mtimes, compress):
     """The archive (bytes) of ``files``: regular members only, each 0600, owned by nobody in particular; the gzip
     header carries no time, so the same files and times give the same bytes."""
@@ -524,7 +512,7 @@ def backup(params, check_mode):
     manifest = make_manifest(store.operator, public, members, name, digest(data), len(data), params["compress"],
                              now())
     if not check_mode:
-        make_private_dir(path)
+        make_dirs(path)
         atomic_write(os.path.join(path, name), data, FILE_MODE)
         atomic_write(os.path.join(path, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True) + "\n", FILE_MODE)
         if old and old != name and os.path.lexists(os.path.join(path, old)):

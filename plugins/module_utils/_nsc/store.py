@@ -38,6 +38,7 @@ import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils import _jwt as jwt
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._files import make_private_dirs as make_dirs
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import check_name
 
 DEFAULT_STORE_DIR = "~/.local/share/nats/nsc/stores"
@@ -45,7 +46,6 @@ DEFAULT_KEYS_DIR = "~/.local/share/nats/nsc/keys"
 MARKER = ".nsc"
 STORE_VERSION = "1"
 FILE_MODE = 0o600
-DIR_MODE = 0o700
 DEFAULT_LOCK_TIMEOUT = 120.0
 
 
@@ -85,20 +85,6 @@ def atomic_write(path, data, mode=FILE_MODE):
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
-
-
-def make_dirs(path):
-    """Create ``path`` and every missing parent 0700 (os.makedirs gives
-    parents the umask's mode); existing directories are left as they are."""
-    missing = []
-    while path and not os.path.isdir(path):
-        missing.append(path)
-        path = os.path.dirname(path)
-    for directory in reversed(missing):
-        try:
-            os.mkdir(directory, DIR_MODE)
-        except FileExistsError:
-            pass
 
 
 def read_text(path):
