@@ -6,40 +6,22 @@ consumer and the release each needs, where the target is too old.
 
 The runs go no further than the plan (``--tags nats_rollout_plan``), so the host (this machine) is never rolled."""
 
-import json
-import os
-import subprocess
 import sys
 
-import yaml
-
-from conftest import COLLECTIONS, ROOT, _js_conf, free_port, jetstream
+from conftest import _js_conf, free_port, jetstream
+from test_rollout_knobs import rollout
 
 PLAN_ONLY = ["--tags", "nats_rollout_plan"]
 
 
 def plan(tmp_path, http, extra_vars):
-    """(return code, the message of the first failure, names of the tasks that ran) of the rollout's plan."""
+    """(return code, the message of the failure, names of the tasks that ran) of the rollout's plan."""
     host = dict(ansible_connection="local", ansible_python_interpreter=sys.executable,
                 nats_server_jetstream_domain="site1", nats_server_http_host="127.0.0.1", nats_server_http_port=http,
                 nats_fleet_operator_mode=False, nats_fleet_tls="own")
     inventory = {"all": {"children": {"nats_servers": {"children": {"edges": {"hosts": {"edge-1": host}}}}}}}
-    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
-               ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
-    command = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "inventory.yml"),
-               "nats_edge.fleet.rollout", "-e", json.dumps(extra_vars)] + PLAN_ONLY
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False, cwd=str(tmp_path))
-    assert "{" in proc.stdout, proc.stdout + proc.stderr
-    report = json.loads(proc.stdout[proc.stdout.index("{"):])
-    failure, ran = "", []
-    for play in report["plays"]:
-        for task in play["tasks"]:
-            ran.append(task["task"]["name"])
-            for result in task["hosts"].values():
-                if result.get("failed") and not failure:
-                    failure = " ".join(str(result.get("msg", "")).split())
-    return proc.returncode, failure, ran
+    rc, tasks, failures = rollout(tmp_path, extra_vars, PLAN_ONLY, inventory)
+    return rc, failures.get("edge-1", ""), [name for name, _hosts in tasks]
 
 
 def test_a_downgrade_that_would_put_assets_offline_is_refused(nats_binary, start_server, tmp_path):
