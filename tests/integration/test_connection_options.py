@@ -7,7 +7,6 @@ reaches the output, and the private files they need for the connection are gone 
 import json
 import os
 import re
-import tempfile
 
 from conftest import free_port, operator_mode_conf, run_module
 from pki import CA
@@ -48,8 +47,12 @@ def test_inbox_prefix_and_connection_name(nats_binary, start_server, tmp_path):
     assert '"OTHER"' not in (tmp_path / "server.log").read_text()  # refused before anything was sent
 
 
-def leftovers():
-    return sorted(name for name in os.listdir(tempfile.gettempdir()) if name.startswith("nats-edge-"))
+def private_tmp(tmp_path):
+    """A temporary directory of the test's own for the module runs (TMPDIR): the lanes run side by side and
+    share the system's, so only an own directory shows what one run left behind."""
+    path = tmp_path / "tmpdir"
+    path.mkdir()
+    return path, {"TMPDIR": str(path)}
 
 
 def test_certificates_and_key_given_as_text(nats_binary, start_server, tmp_path):
@@ -64,7 +67,7 @@ def test_certificates_and_key_given_as_text(nats_binary, start_server, tmp_path)
         'tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: true, timeout: 2 }' % (cert, key, ca.path)])
     server = start_server(binary, text + "\n", "s", http)
     server.wait(lambda: server.get("healthz")["status"] == "ok")
-    before = leftovers()
+    scratch, env = private_tmp(tmp_path)
 
     def read(path):
         with open(path) as handle:
@@ -72,12 +75,13 @@ def test_certificates_and_key_given_as_text(nats_binary, start_server, tmp_path)
 
     task = dict(servers=["tls://127.0.0.1:%d" % port], timeout=3.0, name="ORDERS", subjects=["orders.>"],
                 tls_ca_data=read(ca.path))
-    refused = run_module("jetstream_stream", task)  # the server asks for a client certificate
+    refused = run_module("jetstream_stream", task, env=env)  # the server asks for a client certificate
     assert refused.get("failed"), refused
-    made = run_module("jetstream_stream", dict(task, tls_cert_data=read(client_cert), tls_key_data=read(client_key)))
+    made = run_module("jetstream_stream", dict(task, tls_cert_data=read(client_cert), tls_key_data=read(client_key)),
+                      env=env)
     assert made.get("changed") and not made.get("failed"), made
     assert "PRIVATE KEY" not in json.dumps(made)
-    assert leftovers() == before  # the private files went with the connection
+    assert os.listdir(scratch) == []  # the private files went with the connection
 
     bad = run_module("jetstream_stream", dict(task, tls_cert_data=read(client_cert), tls_key_data="not a key"))
     assert bad.get("failed") and "tls_key_data: the text given holds no PEM private key" in bad["msg"], bad
@@ -94,13 +98,13 @@ def test_creds_given_as_text(nats_binary, start_server, tmp_path):
     server.wait(lambda: server.get("healthz")["status"] == "ok")
     with open(operator["sys_creds"]) as handle:
         creds = handle.read()
-    before = leftovers()
+    scratch, env = private_tmp(tmp_path)
     account = dict(base, name="APP", jetstream=dict(disk_storage="64MiB", mem_storage="8MiB"), push=True,
                    servers=["nats://127.0.0.1:%d" % port], timeout=3.0, creds_data=creds)
-    pushed = run_module("nsc_account", account)
+    pushed = run_module("nsc_account", account, env=env)
     assert pushed.get("changed") and not pushed.get("failed") and not pushed.get("unconfirmed"), pushed
     assert "SUAB" not in json.dumps(pushed) and creds.split("\n")[1] not in json.dumps(pushed)  # no JWT, no seed
-    assert leftovers() == before
+    assert os.listdir(scratch) == []
     refused = run_module("nsc_account", dict(account, creds_data="not creds"))
     assert refused.get("failed") and "creds_data: the text given is" in refused["msg"], refused
     assert "not creds" not in refused["msg"]

@@ -63,9 +63,9 @@ def server_conf(tmp, name, port, http, operator, domain, cluster=None, leaf_list
 
 def jetstream_ready(url, creds, base, account, sys_creds, timeout=30):
     """Wait until the hub's JetStream takes a stream of ``account``. Now and then an account pushed
-    right after the cluster came up answers INFO but is refused STREAM.CREATE (10039) until its
-    JWT arrives again, so it is sent again while waiting."""
-    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, JetStreamError
+    right after the cluster came up answers INFO but is refused STREAM.CREATE (10039), or not answered, until
+    its JWT arrives again, so it is sent again while waiting."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClientError
     from ansible_collections.nats_edge.fleet.plugins.module_utils._nsc.store import Store
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
@@ -76,7 +76,7 @@ def jetstream_ready(url, creds, base, account, sys_creds, timeout=30):
                                                 "storage": "memory"})
                 js.call("STREAM.DELETE.probe")
                 return
-        except JetStreamError as exc:
+        except NatsClientError as exc:  # refused (10039), or no reply yet on a loaded machine
             last = exc
         token = Store(base["store_dir"], base["keys_dir"], base["operator"]).read_account(account)[0]
         with NatsClient({"servers": [url], "creds": sys_creds, "timeout": 3.0}) as client:
