@@ -41,7 +41,9 @@ attributes:
     description: Reads the bucket and its values and returns what it would create, update, put and delete; sends none of it.
   diff_mode:
     support: full
-    description: Returns the bucket's configuration and the changed keys before and after.
+    description:
+      - Returns the bucket's configuration and the changed keys before and after (C(entries), and C(entry_ttls)
+        where a changed key has a TTL before or after).
   idempotent:
     support: full
     description: A second run with the same options changes nothing and writes no key.
@@ -237,6 +239,18 @@ options:
             - Only keys whose last value differs are written. Not on a mirror, which is read-only.
             - To keep values out of the output, set C(no_log) on the task.
           type: dict
+        entry_ttls:
+          description:
+            - How long some values of O(entries) live, key to duration (V(90), V(1h), whole seconds, at least V(1s)),
+              or V(never) for a value that outlives the bucket's O(ttl). The server removes the value when it runs out
+              (the C(Nats-TTL) header; C(nats kv create --ttl)). Needs O(per_key_ttl) and nats-server 2.11 or later.
+            - Compared like the value. A value written with another TTL, or with one where O(entry_ttls) gives none,
+              is written again (and lives its full TTL from then). A run after a value ran out writes it again; to
+              let a value run out for good, remove it from O(entries).
+            - Where a key keeps more than one value (O(history) above 1), the value before shows again when the
+              newest runs out (the server removes only that one), and a TTL shorter than O(limit_marker_ttl) is
+              refused (the server would make it that long on every write).
+          type: dict
         exclusive:
           description: With O(entries), delete every key of the bucket that O(entries) does not list.
           type: bool
@@ -309,6 +323,15 @@ EXAMPLES = r"""
     entries: {new_ui: "on", beta: "off"}
     exclusive: true
   no_log: true
+
+- name: A maintenance window the edges read, gone by itself after two hours
+  nats_edge.fleet.jetstream_kv:
+    servers: nats://hub-1:4222
+    domain: hub
+    name: notices
+    per_key_ttl: true
+    entries: {maintenance: "hub-2 patching until 14:00"}
+    entry_ttls: {maintenance: 2h}
 """
 
 RETURN = r"""
@@ -371,15 +394,15 @@ def main():
             entries = Entries(module, client, manager.js)
             for (name, options, state), stream in zip(items, declared_streams):
                 entry = manager.results[stream.name]
-                put, deleted, before, after = [], [], {}, {}
+                put, deleted, before, after = [], [], dict(entries={}), dict(entries={})
                 if state == "present":
                     exists = entry["action"] != "create"
                     put, deleted, before, after = entries.converge(name, options, exists)
                 per_bucket.append(dict(name=name, action=entry["action"], stream=entry["stream"],
                                        changed=entry["changed"] or bool(put or deleted), put=put, deleted=deleted))
                 if module._diff:
-                    diffs.append(dict(before=dict((entry.get("diff") or {}).get("before") or {}, entries=before),
-                                      after=dict((entry.get("diff") or {}).get("after") or {}, entries=after)))
+                    diffs.append(dict(before=dict((entry.get("diff") or {}).get("before") or {}, **before),
+                                      after=dict((entry.get("diff") or {}).get("after") or {}, **after)))
     except NatsEdgeError as exc:
         fail_from(module, exc, changed=any(b["changed"] for b in per_bucket) or manager.result(True)["changed"],
                   actions=manager.js.actions if manager.js else [])

@@ -58,6 +58,17 @@ def rows(table):
         ("obj-max-bytes-below-held", OBJECTS, dict(JS, name="fw", max_bytes=10),
          "object store 'fw' in the local domain: max_bytes: 10 is below the"),
         # the same checks through jetstream_domain's lists
+        ("kv-entry-ttls-without-per-key-ttl", KV, dict(JS, name="cfg", entries={"a": "1"}, entry_ttls={"a": "1h"}),
+         "bucket 'cfg': entry_ttls needs per_key_ttl: true"),
+        ("kv-entry-ttls-other-key", KV, dict(JS, name="cfg", per_key_ttl=True, entries={"a": "1"},
+                                             entry_ttls={"b": "1h"}),
+         "bucket 'cfg': entry_ttls.b: 'b' is not a key of entries"),
+        ("kv-entry-ttls-half-second", KV, dict(JS, name="cfg", per_key_ttl=True, entries={"a": "1"},
+                                               entry_ttls={"a": "500ms"}),
+         "bucket 'cfg': entry_ttls.a: '500ms': a value lives whole seconds, at least 1s"),
+        ("domain-kv-entry-ttls-alone", DOMAIN, dict(JS, kv_buckets=[{"name": "cfg", "per_key_ttl": True,
+                                                                     "entry_ttls": {"a": 60}}]),
+         "bucket 'cfg': entry_ttls needs entries"),
         ("domain-kv-replicas-0", DOMAIN, dict(JS, kv_buckets=[{"name": "fresh"}, {"name": "cfg", "replicas": 0}]),
          "bucket 'cfg': replicas: 0; use 1 to 5"),
         ("domain-store-name-too-long", DOMAIN, dict(JS, object_stores=[{"name": "fw", "objects": [

@@ -4,6 +4,7 @@ updates in place, sources gathered with subject transforms, check and diff mode,
 and values readable by the nats clients' own key-value API."""
 
 import asyncio
+import time
 
 import nats
 import pytest
@@ -120,3 +121,53 @@ def test_many_buckets_in_one_task_and_per_key_ttl_where_the_server_has_it(hub_an
         assert ttl.get("failed") and "allow_msg_ttl needs nats-server 2.11" in ttl["msg"], ttl
     else:
         assert ttl["changed"] and ttl["bucket"]["config"]["allow_msg_ttl"] is True, ttl
+
+
+def stored_ttls(url, bucket):
+    """{key: the Nats-TTL header of its last message, None without one} of the keys a bucket holds now."""
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import NatsClient
+    with NatsClient({"servers": [url], "timeout": 3.0}) as client:
+        last = client.last_per_subject("$JS.hub.API", "KV_" + bucket, "$KV.%s.>" % bucket)
+    return dict((subject.split(".", 2)[2], (headers or {}).get("Nats-TTL")) for subject, headers, _data, _seq in last
+                if not (headers or {}).get("Nats-Marker-Reason"))
+
+
+def test_values_with_a_ttl_of_their_own_run_out_and_are_written_again(hub_and_leaf):
+    hub = dict(servers=[hub_and_leaf["hub"]], domain="hub", timeout=3.0)
+    task = dict(hub, name="notices", per_key_ttl=True, limit_marker_ttl="1s",
+                entries={"maintenance": "hub-2 patching", "contact": "ops"}, entry_ttls={"maintenance": "1h"})
+    if hub_and_leaf["version"].startswith(("2.9.", "2.10.")):
+        refused = run_module("jetstream_kv", task)
+        assert refused.get("failed") and "needs nats-server 2.11" in refused["msg"] and refused["actions"] == [], (
+            refused)
+        return
+    predicted = run_module("jetstream_kv", task, check_mode=True, diff=True)
+    assert predicted["changed"] and predicted["put"] == ["contact", "maintenance"], predicted
+    assert predicted["diff"]["after"]["entry_ttls"] == {"maintenance": 3600}, predicted["diff"]
+    made = run_module("jetstream_kv", task)
+    assert made["changed"] and made["put"] == ["contact", "maintenance"], made
+    assert stored_ttls(hub_and_leaf["hub"], "notices") == {"maintenance": "3600", "contact": None}
+    assert kv_get(hub_and_leaf["hub"], "notices", "maintenance", domain="hub") == b"hub-2 patching"
+    assert not run_module("jetstream_kv", task)["changed"]
+
+    # another TTL, and one for the other key: both written again, the diff shows the TTLs
+    shorter = dict(task, entry_ttls={"maintenance": 1, "contact": "never"})
+    moved = run_module("jetstream_kv", shorter, diff=True)
+    assert moved["changed"] and moved["put"] == ["contact", "maintenance"], moved
+    assert moved["diff"]["before"]["entry_ttls"] == {"maintenance": 3600, "contact": None}, moved["diff"]
+    assert moved["diff"]["after"]["entry_ttls"] == {"maintenance": 1, "contact": -1}, moved["diff"]
+    assert moved["diff"]["before"]["entries"]["maintenance"] == moved["diff"]["after"]["entries"]["maintenance"]
+
+    # the server removes the value when it runs out (leaving its marker); the next run writes it again
+    deadline = time.monotonic() + 30
+    while "maintenance" in stored_ttls(hub_and_leaf["hub"], "notices") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert stored_ttls(hub_and_leaf["hub"], "notices") == {"contact": "never"}
+    assert kv_get(hub_and_leaf["hub"], "notices", "maintenance", domain="hub") is None
+    again = run_module("jetstream_kv", dict(shorter, entry_ttls={"maintenance": "1h", "contact": "never"}))
+    assert again["changed"] and again["put"] == ["maintenance"], again
+
+    # no TTL declared any more: written again without one
+    plain = run_module("jetstream_kv", dict(task, entry_ttls=None))
+    assert plain["put"] == ["contact", "maintenance"] and set(stored_ttls(hub_and_leaf["hub"], "notices").values()) == {
+        None}, plain

@@ -43,17 +43,28 @@ class Entries(object):
         self.js = js
 
     def converge(self, name, options, exists):
+        """(keys put, keys deleted, before, after): ``before`` and ``after`` are the diff's parts for the entries
+        that change (``entries``: their values; ``entry_ttls``: their TTLs in seconds, -1 for never, where either
+        side has one)."""
         if options.get("entries") is None:
-            return [], [], {}, {}
+            return [], [], dict(entries={}), dict(entries={})
         current = {}
         if exists:
             last = self.client.last_per_subject(self.js.prefix, "KV_" + name, "$KV.%s.>" % name)
-            current = kv.current_values(name, last)
-        puts, deletes = kv.plan_entries(name, options["entries"], current, options.get("exclusive"))
-        before = dict((k, kv.shown(current.get(k))) for k in sorted(set(puts) | set(deletes)))
-        after = dict((k, kv.shown(puts.get(k))) for k in sorted(set(puts) | set(deletes)))
+            current = kv.current_entries(name, last)
+        ttls = kv.checked_entry_ttls(name, options)
+        puts, deletes = kv.plan_entries(name, options["entries"], current, options.get("exclusive"), ttls)
+        changed = sorted(set(puts) | set(deletes))
+        before = dict(entries=dict((k, kv.shown((current.get(k) or (None,))[0])) for k in changed))
+        after = dict(entries=dict((k, kv.shown(puts.get(k))) for k in changed))
+        timed = [k for k in changed if k in ttls or (current.get(k) or (None, None))[1] is not None]
+        if timed:
+            before["entry_ttls"] = dict((k, (current.get(k) or (None, None))[1]) for k in timed)
+            after["entry_ttls"] = dict((k, kv.ttl_seconds(ttls[k]) if k in ttls and k in puts else None)
+                                       for k in timed)
         if not self.module.check_mode and (puts or deletes):
-            messages = [("$KV.%s.%s" % (name, key), value, None) for key, value in sorted(puts.items())]
+            messages = [("$KV.%s.%s" % (name, key), value, {kv.TTL_HEADER: ttls[key]} if key in ttls else None)
+                        for key, value in sorted(puts.items())]
             messages += [("$KV.%s.%s" % (name, key), b"", {kv.OPERATION: "DEL"}) for key in deletes]
             self.client.publish_into("KV_" + name, messages, self.js.prefix, self.js.domain,
                                      what="bucket %r: entries" % name)

@@ -36,6 +36,10 @@ MAX_VALUE_SIZE = 2**31 - 1
 MAX_NAME_BYTES = 1024
 OPERATION = "KV-Operation"
 DELETED = ("DEL", "PURGE")
+# a value's own TTL (nats-server 2.11+, on a bucket with per_key_ttl), and the marker a server leaves where a
+# limit or a TTL removed a key (limit_marker_ttl): the key is gone, as after a delete
+TTL_HEADER = "Nats-TTL"
+MARKER_HEADER = "Nats-Marker-Reason"
 TWO_MINUTES_NS = 120 * 10**9
 
 _COPY = dict(name=dict(type="str", required=True), domain=dict(type="str"),
@@ -73,6 +77,7 @@ KV_OPTIONS = dict(
     sources=dict(type="list", elements="dict", options=copy.deepcopy(_KV_COPY),
                  mutually_exclusive=[["domain", "external"]]),
     entries=dict(type="dict"),
+    entry_ttls=dict(type="dict"),
     exclusive=dict(type="bool"),
 )
 
@@ -412,23 +417,85 @@ def checked_entries(bucket, entries):
     return dict((check_key(bucket, key), encode_value(bucket, key, value)) for key, value in (entries or {}).items())
 
 
-def current_values(bucket, messages):
-    """{key: bytes} of the last message of every key that is not deleted."""
+def ttl_seconds(text):
+    """A Nats-TTL header as seconds (-1: never), as the server reads it: ``never``, a Go duration or a number of
+    seconds; None when it is none of them (the server ignores such a header)."""
+    text = (text or "").strip()
+    if text.lower() == "never":
+        return -1
+    if text.isdigit():
+        return int(text)
+    try:
+        return duration_ns(text) // 10**9
+    except ValueError:
+        return None
+
+
+def checked_entry_ttls(bucket, options):
+    """{key: Nats-TTL text} of ``entry_ttls``: each key one of ``entries``, the bucket declared with
+    ``per_key_ttl``, each TTL ``never`` or whole seconds, at least 1s (the server's least) and, where a key keeps
+    more than one value, not shorter than the bucket's ``limit_marker_ttl`` (the server would raise it to that on
+    every write, so it would never match)."""
+    given = options.get("entry_ttls")
+    if given is None:
+        return {}
+    if options.get("entries") is None:
+        raise BucketError("bucket %r: entry_ttls needs entries: a TTL belongs to a value the task writes" % bucket)
+    if not options.get("per_key_ttl"):
+        raise BucketError("bucket %r: entry_ttls needs per_key_ttl: true (a server stores a value's own TTL only in "
+                          "a bucket that allows it, nats-server 2.11 or later)" % bucket)
+    # the server raises a value's TTL to the marker's where a key keeps more than one value (stream.go)
+    marker_ns = _duration(bucket, "limit_marker_ttl", options["limit_marker_ttl"]) if options.get(
+        "limit_marker_ttl") is not None and (options.get("history") or 1) != 1 else 0
+    out = {}
+    for key, value in given.items():
+        where = "bucket %r: entry_ttls.%s" % (bucket, key)
+        if not isinstance(key, str) or key not in options["entries"]:
+            raise BucketError("%s: %r is not a key of entries; a TTL belongs to a value the task writes" % (
+                where, key))
+        if isinstance(value, str) and value.strip().lower() == "never":
+            out[key] = "never"
+            continue
+        try:
+            ns = duration_ns(value)
+        except ValueError as exc:
+            raise BucketError("%s: %s" % (where, exc)) from exc
+        if ns < 10**9 or ns % 10**9:
+            raise BucketError("%s: %r: a value lives whole seconds, at least 1s (or never); the server refuses "
+                              "anything else" % (where, value))
+        if ns < marker_ns:
+            raise BucketError("%s: %r is shorter than the bucket's limit_marker_ttl %r, which the server makes it on "
+                              "every write where a key keeps more than one value (history %s)" % (
+                                  where, value, options["limit_marker_ttl"], options.get("history")))
+        out[key] = str(ns // 10**9)
+    return out
+
+
+def _gone(headers):
+    headers = headers or {}
+    return headers.get(OPERATION) in DELETED or bool(headers.get(MARKER_HEADER))
+
+
+def current_entries(bucket, messages):
+    """{key: (bytes, TTL in seconds or None)} of the last message of every key that is not deleted."""
     prefix = "$KV.%s." % bucket
-    values = {}
+    entries = {}
     for subject, headers, data, _seq in messages:
-        if not subject.startswith(prefix):
+        if not subject.startswith(prefix) or _gone(headers):
             continue
-        if (headers or {}).get(OPERATION) in DELETED:
-            continue
-        values[subject[len(prefix):]] = data
-    return values
+        ttl = (headers or {}).get(TTL_HEADER)
+        entries[subject[len(prefix):]] = (data, ttl_seconds(ttl) if ttl else None)
+    return entries
 
 
-def plan_entries(bucket, desired, current, exclusive):
-    """(puts {key: bytes}, deletes [key]) that bring ``current`` to ``desired``."""
+def plan_entries(bucket, desired, current, exclusive, ttls=None):
+    """(puts {key: bytes}, deletes [key]) that bring ``current`` ({key: (bytes, TTL)}, current_entries) to
+    ``desired``: a value that differs, or whose TTL differs from ``ttls`` (checked_entry_ttls; a key without one
+    there should have none), is written."""
     wanted = checked_entries(bucket, desired)
-    puts = dict((key, value) for key, value in wanted.items() if current.get(key) != value)
+    ttls = ttls or {}
+    puts = dict((key, value) for key, value in wanted.items()
+                if current.get(key) != (value, ttl_seconds(ttls[key]) if key in ttls else None))
     deletes = sorted(key for key in current if key not in wanted) if exclusive else []
     return puts, deletes
 
@@ -673,6 +740,7 @@ def declared_buckets(params):
         if state == "present":
             kv_stream(name, options, params.get("domain"))
             checked_entries(name, options.get("entries"))
+            checked_entry_ttls(name, options)
     return items
 
 

@@ -539,15 +539,15 @@ class Domain(object):
 
     def bucket(self, connect, name, options, state, creds):
         manager, entry = self.entry(creds, "KV_" + name)
-        put, deleted, before, after = [], [], {}, {}
+        put, deleted, before, after = [], [], dict(entries={}), dict(entries={})
         if state == "present":
             put, deleted, before, after = Entries(self.module, connect(creds), manager.js).converge(
                 name, options, entry["action"] != "create")
         result = dict(name=name, action=entry["action"], stream=entry["stream"],
                       changed=entry["changed"] or bool(put or deleted), put=put, deleted=deleted)
         if self.module._diff:
-            result["diff"] = dict(before=dict((entry.get("diff") or {}).get("before") or {}, entries=before),
-                                  after=dict((entry.get("diff") or {}).get("after") or {}, entries=after))
+            result["diff"] = dict(before=dict((entry.get("diff") or {}).get("before") or {}, **before),
+                                  after=dict((entry.get("diff") or {}).get("after") or {}, **after))
         return result
 
     def store(self, connect, store, wanted):

@@ -1,6 +1,7 @@
 """The stream a key-value bucket maps to (nats clients' mapping), and the checks of a bucket's or a store's
 options, keys, values and objects that run before anything is sent."""
 import json
+import re
 
 import pytest
 
@@ -426,3 +427,52 @@ def test_checked_objects_gives_headers_only_to_objects_that_declare_the_key():
     assert wanted["b"].get("headers") is None and wanted["b"]["chunk_size"] is None
     with pytest.raises(kv.BucketError, match=r"objects\[0\] \(a\).chunk_size: 0"):
         bucket_content.checked_objects(dict(params, objects=[dict(name="a", content="x", chunk_size=0)]))
+
+
+def test_entry_ttls_are_whole_seconds_or_never_for_keys_of_entries():
+    options = dict(entries={"a": "1", "b": "2", "c": "3"}, per_key_ttl=True, entry_ttls={"a": "1h", "b": 90, "c": "never"})
+    assert kv.checked_entry_ttls("cfg", options) == {"a": "3600", "b": "90", "c": "never"}
+    assert kv.checked_entry_ttls("cfg", dict(entries={"a": "1"})) == {}
+    # with one value per key the server keeps a TTL shorter than the marker's as it is
+    assert kv.checked_entry_ttls("cfg", dict(entries={"a": "1"}, per_key_ttl=True, limit_marker_ttl="10m",
+                                             entry_ttls={"a": 5})) == {"a": "5"}
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(entries={"a": "1"}, entry_ttls={"a": "1h"}), "bucket 'cfg': entry_ttls needs per_key_ttl: true"),
+    (dict(per_key_ttl=True, entry_ttls={"a": "1h"}), "bucket 'cfg': entry_ttls needs entries"),
+    (dict(entries={"a": "1"}, per_key_ttl=True, entry_ttls={"b": "1h"}),
+     "bucket 'cfg': entry_ttls.b: 'b' is not a key of entries"),
+    (dict(entries={"a": "1"}, per_key_ttl=True, entry_ttls={"a": "500ms"}),
+     "bucket 'cfg': entry_ttls.a: '500ms': a value lives whole seconds, at least 1s"),
+    (dict(entries={"a": "1"}, per_key_ttl=True, entry_ttls={"a": "1.5s"}), "whole seconds"),
+    (dict(entries={"a": "1"}, per_key_ttl=True, entry_ttls={"a": "soon"}), "entry_ttls.a: 'soon' is not a duration"),
+    (dict(entries={"a": "1"}, per_key_ttl=True, limit_marker_ttl="10m", history=5, entry_ttls={"a": "1m"}),
+     "entry_ttls.a: '1m' is shorter than the bucket's limit_marker_ttl '10m', which the server makes it on every "
+     "write where a key keeps more than one value (history 5)"),
+])
+def test_bad_entry_ttls_are_refused_naming_the_bucket_and_the_key(options, message):
+    with pytest.raises(kv.BucketError, match=re.escape(message)):
+        kv.checked_entry_ttls("cfg", options)
+    with pytest.raises(kv.BucketError, match=re.escape(message)):
+        kv.declared_buckets(dict(name="cfg", state="present", **options))
+
+
+@pytest.mark.parametrize("header, seconds", [
+    ("90", 90), ("1h", 3600), ("1m30s", 90), ("never", -1), ("NEVER", -1), ("soon", None), ("", None)])
+def test_a_stored_ttl_header_reads_as_the_server_reads_it(header, seconds):
+    assert kv.ttl_seconds(header) == seconds
+
+
+def test_a_value_is_written_again_when_its_ttl_differs_and_a_removed_key_is_gone():
+    messages = [("$KV.cfg.a", {"Nats-TTL": "1h"}, b"1", 1), ("$KV.cfg.b", None, b"2", 2),
+                ("$KV.cfg.c", {"Nats-Marker-Reason": "MaxAge", "Nats-TTL": "60"}, b"", 3),
+                ("$KV.cfg.d", {"KV-Operation": "DEL"}, b"", 4)]
+    current = kv.current_entries("cfg", messages)
+    assert current == {"a": (b"1", 3600), "b": (b"2", None)}
+    entries = {"a": "1", "b": "2", "c": "3"}
+    assert kv.plan_entries("cfg", entries, current, False, {"a": "3600"}) == ({"c": b"3"}, [])
+    # the TTL changes, or goes: written again; a key that gets one: written again
+    assert kv.plan_entries("cfg", entries, current, False, {"a": "60"})[0] == {"a": b"1", "c": b"3"}
+    assert kv.plan_entries("cfg", entries, current, False, {})[0] == {"a": b"1", "c": b"3"}
+    assert kv.plan_entries("cfg", entries, current, False, {"a": "3600", "b": "never"})[0] == {"b": b"2", "c": b"3"}
