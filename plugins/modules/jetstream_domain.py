@@ -63,7 +63,8 @@ options:
   object_stores:
     description:
       - Object stores, each item with the options of M(nats_edge.fleet.jetstream_object_store) (C(name),
-        C(objects), C(exclusive), C(mirror), ...), and C(creds) as in O(kv_buckets).
+        C(objects) with their C(headers) and C(chunk_size), C(exclusive), C(mirror), ...) but C(sealed), and
+        C(creds) as in O(kv_buckets). Seal a store with M(nats_edge.fleet.jetstream_object_store).
     type: list
     elements: dict
     default: []

@@ -242,3 +242,26 @@ def test_a_chunk_size_applies_to_uploads_within_the_servers_max_payload(hub_and_
             dict(store["objects"][0], chunk_size=size)]))
         assert refused.get("failed") and message in refused["msg"] and refused["actions"] == [], refused
         assert store_config(url, "hub", "other") is None
+
+
+def test_a_domains_run_gives_objects_their_headers_and_chunk_size(hub_and_leaf):
+    url = hub_and_leaf["hub"]
+    hub = dict(servers=[url], domain="hub", timeout=5.0)
+    content = "".join("%05d" % n for n in range(1000))  # 5000 bytes
+    obj = {"name": "log", "content": content, "chunk_size": "2KiB", "headers": {"Content-Type": "text/plain"}}
+    run = dict(hub, object_stores=[{"name": "dom", "objects": [obj]}])
+    made = run_module("jetstream_domain", run)
+    assert made["changed"] and made["stores"][0]["uploaded"] == ["log"], made
+    meta = stored_meta(url, "hub", "dom", "log")
+    assert meta["chunks"] == 3 and meta["headers"] == {"Content-Type": ["text/plain"]}, meta
+    assert nats_py_get(url, "dom", "log", "hub") == content.encode()
+    assert not run_module("jetstream_domain", run)["changed"]
+    retagged = run_module("jetstream_domain", dict(hub, object_stores=[{"name": "dom", "objects": [
+        dict(obj, headers={"Content-Type": "text/csv"})]}]))
+    assert retagged["stores"][0]["updated"] == ["log"] and retagged["stores"][0]["uploaded"] == [], retagged
+    refused = run_module("jetstream_domain", dict(hub, object_stores=[{"name": "dom2", "objects": [
+        dict(obj, chunk_size="2MiB")]}]))
+    assert refused.get("failed") and "objects[0] (log).chunk_size: 2097152 bytes is above" in refused["msg"], refused
+    assert store_config(url, "hub", "dom2") is None
+    sealed = run_module("jetstream_domain", dict(hub, object_stores=[{"name": "dom", "sealed": True}]))
+    assert sealed.get("failed") and "sealed" in sealed["msg"], sealed

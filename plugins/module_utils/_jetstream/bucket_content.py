@@ -22,16 +22,15 @@ OBJECT_STORE_OPTIONS = dict(
     state=dict(type="str", choices=["present", "absent"], default="present"),
     objects=dict(type="list", elements="dict", options=dict(
         name=dict(type="str", required=True), src=dict(type="path"), content=dict(type="raw"),
-        description=dict(type="str"), metadata=dict(type="dict")), mutually_exclusive=[["src", "content"]],
-        required_one_of=[["src", "content"]]),
+        description=dict(type="str"), metadata=dict(type="dict"), headers=dict(type="dict"),
+        chunk_size=dict(type="raw")), mutually_exclusive=[["src", "content"]], required_one_of=[["src", "content"]]),
     exclusive=dict(type="bool", default=False),
 )
 
-# jetstream_object_store's own options beyond those of a fleet's object_stores items: sealed, and each object's
-# headers and chunk_size
+# jetstream_object_store's own option beyond those of jetstream_domain's object_stores items: sealed (a domain's run
+# plans every stream of the run together, a sealed store's as well, and does not seal)
 OBJECT_STORE_MODULE_OPTIONS = copy.deepcopy(OBJECT_STORE_OPTIONS)
 OBJECT_STORE_MODULE_OPTIONS["sealed"] = dict(type="bool")
-OBJECT_STORE_MODULE_OPTIONS["objects"]["options"].update(headers=dict(type="dict"), chunk_size=dict(type="raw"))
 
 
 class Entries(object):
@@ -75,8 +74,8 @@ def checked_objects(params):
     """The declared objects with their digests (``content`` as the bytes to store), the store checked as a whole
     before anything is sent: its name, every option of its stream (object_store_stream), each object's name,
     content, metadata, headers and chunk size; every file is looked at. An object that has the key ``headers``
-    (jetstream_object_store's objects) gets its headers as object_headers gives them, {} when left out (none, as
-    metadata); one without (a fleet's object_stores item) None, which keeps the headers an object has."""
+    (the modules' objects, validated) gets its headers as object_headers gives them, {} when left out (none, as
+    metadata); one without None, which keeps the headers an object has."""
     bucket = params["name"]
     kv.check_bucket("object store", bucket)
     if params.get("mirror") and params.get("objects") is not None:

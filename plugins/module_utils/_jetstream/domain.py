@@ -31,7 +31,7 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_reader import INACTIVE_AFTER, InfoFailure, Report
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import api_domain, duration_ns, subjects_collide
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.bucket_content import (
-    OBJECT_STORE_OPTIONS, Entries, checked_objects, converge_objects)
+    OBJECT_STORE_OPTIONS, Entries, check_chunk_sizes, checked_objects, converge_objects)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.stream_apply import AccountStreams
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JS_CONSUMER_NOT_FOUND, JetStream, JetStreamError, NatsClient, NatsClientError, connection_params)
@@ -299,10 +299,11 @@ class Domain(object):
         the first change: the stores' routes, every stream of every account (placements checked), every consumer
         against its stream as the run leaves it. A failure of a change is followed by the undoing of what the run
         made (undo)."""
-        for store in self.items["object_stores"]:
+        for store, wanted in zip(self.items["object_stores"], self.wanted_objects):
             if store.get("objects") is not None:
                 objects.check_route(connect(store["creds"]), self.params.get("domain"),
                                     "object store %r" % store["name"])
+                check_chunk_sizes(connect(store["creds"]), store["name"], wanted)
         self.accounts.plan(connect)
         self.foresee(connect)
         try:
