@@ -345,7 +345,9 @@ bucket:
   returned: success and the single form is used
   type: dict
 buckets:
-  description: Per bucket - C(name), C(action) on its stream, C(changed), C(stream), C(put) and C(deleted) keys.
+  description:
+    - Per bucket - C(name), C(action) on its stream, C(changed), C(stream), C(put) and C(deleted) keys, and
+      C(leader) when it moved.
   returned: success and O(buckets) is used
   type: list
   elements: dict
@@ -359,6 +361,13 @@ deleted:
   returned: success and the single form is used
   type: list
   elements: str
+leader:
+  description:
+    - Where the run moved the bucket's leader for O(placement.preferred) (in check mode, would move it) - C(before),
+      the leader it had, and C(after), the preferred server; in each entry of RV(buckets) too.
+  returned: when the leader moved (single form)
+  type: dict
+  sample: {"before": "hub-1", "after": "hub-2"}
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
@@ -399,7 +408,8 @@ def main():
                     exists = entry["action"] != "create"
                     put, deleted, before, after = entries.converge(name, options, exists)
                 per_bucket.append(dict(name=name, action=entry["action"], stream=entry["stream"],
-                                       changed=entry["changed"] or bool(put or deleted), put=put, deleted=deleted))
+                                       changed=entry["changed"] or bool(put or deleted), put=put, deleted=deleted,
+                                       **dict((k, entry[k]) for k in ("leader",) if k in entry)))
                 if module._diff:
                     diffs.append(dict(before=dict((entry.get("diff") or {}).get("before") or {}, **before),
                                       after=dict((entry.get("diff") or {}).get("after") or {}, **after)))
@@ -414,6 +424,8 @@ def main():
     else:
         single = per_bucket[0]
         result.update(bucket=single["stream"], put=single["put"], deleted=single["deleted"])
+        if "leader" in single:
+            result["leader"] = single["leader"]
         if module._diff:
             result["diff"] = diffs[0]
     module.exit_json(**result)

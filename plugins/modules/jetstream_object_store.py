@@ -270,6 +270,13 @@ deleted:
   returned: success
   type: list
   elements: str
+leader:
+  description:
+    - Where the run moved the store's leader for O(placement.preferred) (in check mode, would move it) - C(before),
+      the leader it had, and C(after), the preferred server.
+  returned: when the leader moved
+  type: dict
+  sample: {"before": "hub-1", "after": "hub-2"}
 """
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
@@ -345,6 +352,8 @@ def main():
                     refuse_sealed(params["name"], planned, manager.where())
             manager.apply_all()
             result.update(store=entry["stream"], changed=entry["changed"])
+            if "leader" in entry:
+                result["leader"] = entry["leader"]
             diff = dict(before=dict((entry.get("diff") or {}).get("before") or {}),
                         after=dict((entry.get("diff") or {}).get("after") or {}))
             if with_objects:

@@ -118,10 +118,17 @@ def test_the_leader_goes_to_the_preferred_server_and_stays(hub_cluster):
     assert run_module("jetstream_kv", bucket)["changed"]
     assert _leader(url, "KV_config") == "hub-3"
     assert not run_module("jetstream_kv", bucket)["changed"]
+    moved = run_module("jetstream_kv", dict(bucket, placement={"preferred": "hub-1"}))
+    assert moved["changed"] and moved["leader"] == {"before": "hub-3", "after": "hub-1"} and moved["put"] == [], moved
+    in_bulk = run_module("jetstream_kv", dict(base, buckets=[dict(
+        (k, v) for k, v in bucket.items() if k not in base)]))
+    assert in_bulk["buckets"][0]["leader"] == {"before": "hub-1", "after": "hub-3"}, in_bulk
     store = dict(base, name="files", replicas=3, placement={"preferred": "hub-1"})
     assert run_module("jetstream_object_store", store)["changed"]
     assert _leader(url, "OBJ_files") == "hub-1"
     assert not run_module("jetstream_object_store", store)["changed"]
+    moved = run_module("jetstream_object_store", dict(store, placement={"preferred": "hub-2"}))
+    assert moved["changed"] and moved["leader"] == {"before": "hub-1", "after": "hub-2"}, moved
 
 
 def _keys(url, stream):
