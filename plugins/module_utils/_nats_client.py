@@ -540,6 +540,54 @@ class NatsClient(object):
                 pass  # it goes by itself once inactive
         return found
 
+    def acknowledge_through(self, api_prefix, stream, consumer, last_seq, ack_all=False, before_ns=None,
+                            timeout=None):
+        """Pull ``consumer`` (a pull consumer of ``stream``) and acknowledge what it is given up to stream sequence
+        ``last_seq`` and, with ``before_ns``, stored no later than that (ns since the epoch) (``ack_all``: the last
+        of each batch, which acknowledges the ones before); the first message past either is given back at once (a
+        NAK) and ends the run. Returns how many messages were acknowledged."""
+        return self._run(self._acknowledge_through(api_prefix, stream, consumer, last_seq, ack_all, before_ns,
+                                                   timeout or self.timeout))
+
+    async def _acknowledge_through(self, api_prefix, stream, consumer, last_seq, ack_all, before_ns, timeout):
+        subject = "%s.CONSUMER.MSG.NEXT.%s.%s" % (api_prefix, stream, consumer)
+        inbox = self._nc.new_inbox()
+        sub = await self._nc.subscribe(inbox)
+        acknowledged = 0
+        try:
+            while True:
+                await self._nc.publish(subject, json.dumps({"batch": 256, "no_wait": True}).encode(), reply=inbox)
+                newest, done, given = None, False, 0
+                while True:
+                    try:
+                        msg = await sub.next_msg(timeout=timeout)
+                    except (nats_errors.TimeoutError, asyncio.TimeoutError) as exc:
+                        raise NatsClientError("acknowledging consumer %s of stream %s: no message within %ss (%d "
+                                              "acknowledged)" % (consumer, stream, timeout, acknowledged)) from exc
+                    if msg.headers and msg.headers.get("Status"):
+                        done = done or given == 0  # no message left (404) or the batch was cut short
+                        break
+                    given += 1
+                    sequence, stored = _stream_sequence(msg.reply), _stored_at(msg.reply)
+                    if sequence is None or sequence > last_seq or (before_ns is not None and (
+                            stored is None or stored > before_ns)):
+                        await self._nc.publish(msg.reply, b"-NAK")
+                        done = True
+                        continue
+                    acknowledged += 1
+                    newest = msg.reply
+                    if not ack_all:
+                        await self._nc.publish(msg.reply, b"+ACK")
+                    if given == 256:
+                        break
+                if ack_all and newest:
+                    await self._nc.publish(newest, b"+ACK")
+                await self._nc.flush(timeout=timeout)
+                if done:
+                    return acknowledged
+        finally:
+            await sub.unsubscribe()
+
     def flush(self):
         self._run(self._nc.flush(timeout=self.timeout))
 
@@ -709,6 +757,15 @@ def _stream_sequence(reply):
     tokens = (reply or "").split(".")
     try:
         return int(tokens[-4]) if len(tokens) >= 9 else None
+    except ValueError:
+        return None
+
+
+def _stored_at(reply):
+    """When the message of a JetStream delivery was stored (ns since the epoch), from its reply subject."""
+    tokens = (reply or "").split(".")
+    try:
+        return int(tokens[-2]) if len(tokens) >= 9 else None
     except ValueError:
         return None
 

@@ -89,6 +89,15 @@ options:
         status as the server gives it, with RV(replication[].origin_error).
     type: bool
     default: false
+  consumers:
+    description:
+      - Also read the consumers of every stream reported that has any (one request per such stream) and report
+        those whose ack floor or delivered sequence is past their stream's last sequence (RV(consumers_ahead)),
+        each with a warning. A stream that lost its last writes in a power cut leaves its consumers so; they
+        receive nothing, the new messages included, until M(nats_edge.fleet.jetstream_consumer_repair) puts them
+        right. nats-server 2.14 and newer put an R1 consumer right as they start.
+    type: bool
+    default: true
 notes:
   - A domain that does not answer is listed in RV(unanswered) with a warning; the module fails
     only when none answers. The key is not called C(unreachable), which Ansible would read as the host
@@ -314,6 +323,16 @@ unanswered:
   returned: always
   type: list
   elements: dict
+consumers_ahead:
+  description:
+    - Consumers whose ack floor or delivered sequence is past their stream's last sequence (see O(consumers)) -
+      C(domain), C(account), C(stream), C(consumer), C(ack_floor), C(delivered), C(last_seq), C(replicas) and
+      C(push) (it has a deliver subject). Empty with O(consumers=false).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"domain": "spoke-1", "account": null, "stream": "telemetry", "consumer": "uploader", "ack_floor": 1500,
+            "delivered": 1500, "last_seq": 1420, "replicas": 1, "push": false}]
 """
 
 import contextlib
@@ -332,6 +351,7 @@ ARGUMENT_SPEC = dict(
     inactive_after=dict(type="raw", default=INACTIVE_AFTER),
     recheck_after=dict(type="raw"),
     compare_origins=dict(type="bool", default=False),
+    consumers=dict(type="bool", default=True),
     accounts=dict(type="list", elements="dict", options=dict(
         name=dict(type="str", required=True),
         creds=dict(type="path", required=True),
@@ -342,22 +362,24 @@ ARGUMENT_SPEC = dict(
 
 def merged_result(reports):
     """One result of the reports of every account: rows sorted by domain, stream and account."""
-    domains, streams, replication, unanswered, report = [], [], [], [], []
+    domains, streams, replication, unanswered, report, ahead = [], [], [], [], [], []
     for each in reports:
         domains += [d for d in each.domains() if d not in domains]
         streams += each.streams
         replication += each.replication
         unanswered += each.unanswered
+        ahead += each.consumers_ahead
         report += ([""] if report else []) + render_report(each.streams, each.replication, each.domains(),
-                                                           account=each.account)
+                                                           account=each.account, consumers_ahead=each.consumers_ahead)
     streams.sort(key=lambda s: (s["domain"], s["name"], s["account"] or ""))
+    ahead.sort(key=lambda r: (r["domain"], r["stream"], r["consumer"], r["account"] or ""))
     replication.sort(key=lambda r: (r["domain"], r["stream"], r["account"] or "", r["kind"] != "mirror", r["source"]))
     # the graph tells accounts apart by their domains' names
     dot = render_dot([_in_account(s, "domain") for s in streams],
                      [_in_account(_in_account(r, "domain"), "source_domain") if not r["external_api"]
                       else _in_account(r, "domain") for r in replication])
     return dict(changed=False, streams=streams, replication=replication, domains=domains, unanswered=unanswered,
-                report=report, dot=dot)
+                report=report, dot=dot, consumers_ahead=ahead)
 
 
 def _in_account(row, key):
@@ -402,6 +424,8 @@ def main():
                 reading = account
                 report = Report(module, connections.enter_context(NatsClient(connection)), inactive_after, account)
                 report.collect(targets, wanted)
+                if params["consumers"]:
+                    report.find_consumers_ahead()
                 if params["compare_origins"]:
                     report.compare_origins()
                 reports.append(report)

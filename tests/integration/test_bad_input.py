@@ -56,6 +56,11 @@ PLACED = dict(unique_tag="az:", placement_servers=[dict(name="n3a", cluster="xr"
 
 ROWS = [
     # -- jetstream_backup: names and paths, checked before anything is read or written --------------------------
+    ("repair-stream-name", "jetstream_consumer_repair", dict(JS, streams=["bad name"]),
+     "streams: 'bad name' is not a stream name"),
+    ("repair-stream-missing", "jetstream_consumer_repair", dict(JS, streams=["ORDERS", "NOPE"]),
+     "stream 'NOPE' not found in the local domain"),
+    ("repair-unknown-option", "jetstream_consumer_repair", dict(JS, stream="ORDERS"), "Unsupported parameters"),
     ("backup-stream-name", "jetstream_backup", dict(JS, streams=["bad name"], path="/tmp/nats-edge-bad-backup"),
      "is not a stream name"),
     ("backup-state-choice", "jetstream_backup", dict(JS, state="copy", path="/tmp/nats-edge-bad-backup"),

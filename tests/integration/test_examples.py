@@ -27,7 +27,7 @@ PACKAGE = "ansible_collections.nats_edge.fleet.plugins.modules"
 ORDER = ["nsc_operator", "nsc_store", "nsc_account", "nsc_user", "nsc_export", "nsc_info", "nsc_backup",
          "jetstream_object_store",
          "jetstream_stream", "jetstream_consumer", "jetstream_info", "jetstream_kv", "jetstream_domain",
-         "jetstream_backup", "jetstream_object_fetch", "nats_server_state", "nats_server_wait", "host_state",
+         "jetstream_backup", "jetstream_consumer_repair", "jetstream_object_fetch", "nats_server_state", "nats_server_wait", "host_state",
          "nats_leaf_reconnect"]
 APP_ACCOUNT = dict(name="APP", signing_key=True, limits={"conn": 1000},
                    jetstream=dict(disk_storage="10GiB", mem_storage="256MiB", streams=20, consumers=-1))

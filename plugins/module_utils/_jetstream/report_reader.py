@@ -9,6 +9,7 @@ jetstream_domain waits with it for the copies it converged to catch up.
 from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_repair import ConsumerRepair, row_text
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import (
     LOCAL, STATUS_OK, apply_origin, domain_of, entry_filters, mark_stalled, replication_entries, replication_rows,
     row_key, stream_row)
@@ -76,6 +77,7 @@ class Report(object):
         self.origins = {}
         # set by compare_origins: streams read again later (recheck) are held against their origins too
         self.compared = False
+        self.consumers_ahead = []
 
     def collect(self, targets, wanted):
         for domain, api_prefix in targets:
@@ -93,6 +95,15 @@ class Report(object):
                 here = domain_of(info, domain)
                 self.streams.append(self._stream_row(info, here))
                 self.replication.extend(self._replication_rows(info, here))
+
+    def find_consumers_ahead(self):
+        """Every consumer of the streams read whose ack floor or delivered sequence is past its stream's last
+        sequence (what a power cut can leave), each warned of."""
+        for reader in self.readers:
+            for row, _info in ConsumerRepair(self.client, reader.js).ahead(reader.infos, reader.label(), self.account):
+                self.consumers_ahead.append(row)
+                self.module.warn("%s%s: it receives nothing until it is put right (jetstream_consumer_repair)" % (
+                    row_text(row), " (account %s)" % self.account if self.account else ""))
 
     def _stream_row(self, info, here):
         return dict(stream_row(info, here), account=self.account)

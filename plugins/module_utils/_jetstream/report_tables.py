@@ -302,9 +302,9 @@ def _active(seconds):
     return format_duration(int(round(seconds * 1000)) * 10 ** 6)
 
 
-def render_report(streams, replication, domains, account=None):
-    """``nats stream report`` for each domain: streams, then their replication; ``account`` names
-    the account they were read as, in the titles."""
+def render_report(streams, replication, domains, account=None, consumers_ahead=()):
+    """``nats stream report`` for each domain: streams, then their replication, then the consumers ahead of their
+    stream; ``account`` names the account they were read as, in the titles."""
     lines = []
     for domain in domains:
         mine = sorted((s for s in streams if s["domain"] == domain), key=lambda s: s["name"])
@@ -329,6 +329,13 @@ def render_report(streams, replication, domains, account=None):
                             "Lag", "Status", "Error"],
                            [[r["stream"], r["kind"].capitalize(), r["external_api"], r["source"], r["filter"],
                              _active(r["active"]), format_count(r["lag"]), r["status"], r["error"]] for r in rows])
+        ahead = sorted((r for r in consumers_ahead if r["domain"] == domain), key=lambda r: (r["stream"], r["consumer"]))
+        if ahead:
+            lines.append("")
+            lines += table("Consumers Ahead of Their Stream: %s" % where,
+                           ["Stream", "Consumer", "Ack Floor", "Delivered", "Stream Last", "Replicas"],
+                           [[r["stream"], r["consumer"], format_count(r["ack_floor"]), format_count(r["delivered"]),
+                             format_count(r["last_seq"]), r["replicas"]] for r in ahead])
     return lines
 
 
