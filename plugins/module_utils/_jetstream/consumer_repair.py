@@ -42,6 +42,8 @@ def ahead_row(stream_info, consumer_info, domain=None, account=None):
     floor, delivered = _seq(consumer_info, "ack_floor"), _seq(consumer_info, "delivered")
     if floor <= last and delivered <= last:
         return None
+    if not int((consumer_info.get("delivered") or {}).get("consumer_seq") or 0):
+        return None  # it has delivered nothing: a start past the last sequence (opt_start_seq) is its own choice
     config = consumer_info.get("config") or {}
     return dict(domain=domain, account=account, stream=consumer_info.get("stream_name"),
                 consumer=consumer_info.get("name"), ack_floor=floor, delivered=delivered, last_seq=last,

@@ -10,9 +10,10 @@ from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_
 STREAM = {"config": {"name": "TELEMETRY", "num_replicas": 1}, "state": {"last_seq": 10, "consumer_count": 1}}
 
 
-def consumer(floor, delivered, **config):
+def consumer(floor, delivered, given=5, **config):
     return {"stream_name": "TELEMETRY", "name": "uploader", "ack_floor": {"stream_seq": floor},
-            "delivered": {"stream_seq": delivered}, "config": dict({"durable_name": "uploader"}, **config)}
+            "delivered": {"stream_seq": delivered, "consumer_seq": given},
+            "config": dict({"durable_name": "uploader"}, **config)}
 
 
 def test_a_consumer_past_its_streams_last_sequence_is_ahead():
@@ -26,6 +27,10 @@ def test_a_consumer_past_its_streams_last_sequence_is_ahead():
     assert repair.ahead_row(STREAM, consumer(10, 10)) is None
     assert repair.ahead_row(STREAM, consumer(0, 0)) is None
     assert repair.ahead_row(STREAM, consumer(15, 15, deliver_subject="out"))["push"] is True
+    # a consumer that starts past the last sequence and has delivered nothing yet waits on purpose (as the server
+    # reports one with opt_start_seq 100 on a stream of 10: ack floor and delivered 99)
+    assert repair.ahead_row(STREAM, consumer(99, 99, given=0, deliver_policy="by_start_sequence",
+                                             opt_start_seq=100)) is None
 
 
 LEVEL_4 = {"api": {"level": 4}}  # nats-server 2.14
