@@ -98,6 +98,14 @@ options:
         right. nats-server 2.14 and newer put an R1 consumer right as they start.
     type: bool
     default: true
+  system_creds:
+    description:
+      - Creds file of a user of the system account. With it, the run also asks every server for its health
+        (C($SYS.REQ.SERVER.PING.HEALTHZ), what C(/healthz) says, over a connection of its own to the task's
+        O(servers)) and reports each that is not healthy in RV(unhealthy), with a warning. A stream that a server
+        names in its health error - nats-server 2.14 and newer freeze a stream whose store fails its writes, such
+        as failing flash turned read-only - gets that error in RV(streams[].health_error).
+    type: path
 notes:
   - A domain that does not answer is listed in RV(unanswered) with a warning; the module fails
     only when none answers. The key is not called C(unreachable), which Ansible would read as the host
@@ -213,6 +221,11 @@ streams:
     leader:
       description: Server leading the stream.
       type: str
+    health_error:
+      description:
+        - The health error of a server that names the stream (its store failed a write, and the server froze the
+          stream); only with O(system_creds), only on such a stream.
+      type: str
     cluster:
       description: Cluster the stream lives in, when clustered.
       type: str
@@ -323,6 +336,15 @@ unanswered:
   returned: always
   type: list
   elements: dict
+unhealthy:
+  description:
+    - The servers that are not healthy (see O(system_creds)) - C(server), C(domain), C(status) and C(error), as
+      their C(/healthz) says. Empty without O(system_creds).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"server": "edge-7", "domain": "spoke-7", "status": "unavailable",
+            "error": "JetStream stream '$G > telemetry' write error: ... read-only file system"}]
 consumers_ahead:
   description:
     - Consumers whose ack floor or delivered sequence is past their stream's last sequence (see O(consumers)) -
@@ -339,7 +361,8 @@ import contextlib
 import time
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
-from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import render_dot, render_report
+from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import (
+    mark_frozen, render_dot, render_report, unhealthy_servers)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_reader import INACTIVE_AFTER, InfoFailure, Report
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import duration_ns
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
@@ -352,6 +375,7 @@ ARGUMENT_SPEC = dict(
     recheck_after=dict(type="raw"),
     compare_origins=dict(type="bool", default=False),
     consumers=dict(type="bool", default=True),
+    system_creds=dict(type="path"),
     accounts=dict(type="list", elements="dict", options=dict(
         name=dict(type="str", required=True),
         creds=dict(type="path", required=True),
@@ -441,6 +465,18 @@ def main():
         module.fail_json(msg="cannot read streams%s: %s" % (" as account %s" % reading if reading else "", exc))
 
     result = merged_result(reports)
+    result["unhealthy"] = []
+    if params["system_creds"]:
+        try:
+            with NatsClient(connection_params(params, params["system_creds"])) as system:
+                result["unhealthy"] = unhealthy_servers(system.gather(
+                    "$SYS.REQ.SERVER.PING.HEALTHZ", b"", idle=0.5))
+        except NatsClientError as exc:
+            module.fail_json(msg="cannot read the servers' health with system_creds: %s" % exc)
+        for row in result["unhealthy"]:
+            module.warn("server %s%s is not healthy: %s" % (
+                row["server"], " (domain %s)" % row["domain"] if row["domain"] else "", row["error"]))
+        mark_frozen(result["streams"], result["unhealthy"])
     if not result["domains"]:
         module.fail_json(msg="no JetStream domain answered: %s" % "; ".join(
             "%s: %s" % (u["domain"], u["error"]) for u in result["unanswered"]), unanswered=result["unanswered"])

@@ -10,6 +10,7 @@ replication graph in Graphviz dot. No I/O.
 
 from __future__ import annotations
 
+import json
 import re
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import api_domain, format_duration
@@ -408,3 +409,32 @@ def render_dot(streams, replication):
                                            _quote("%s/%s" % (row["domain"], row["stream"])), ", ".join(attributes)))
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+# -- health ---------------------------------------------------------------------------------------
+
+_FROZEN_RE = re.compile(r"stream '(?P<account>[^']+) > (?P<stream>[^']+)'")
+
+
+def unhealthy_servers(replies):
+    """[{server, domain, status, error}] of the HEALTHZ replies whose status is not ok."""
+    out = []
+    for raw in replies:
+        try:
+            reply = json.loads(raw.decode() or "{}")
+        except ValueError:
+            continue
+        data, server = reply.get("data") or {}, reply.get("server") or {}
+        if (data.get("status") or "ok") != "ok":
+            out.append(dict(server=server.get("name"), domain=server.get("domain") or None,
+                            status=data.get("status"), error=data.get("error") or ""))
+    return sorted(out, key=lambda r: r["server"] or "")
+
+
+def mark_frozen(streams, unhealthy):
+    """Give each stream row a server's health error names (its domain's server) that error as health_error."""
+    for row in unhealthy:
+        for found in _FROZEN_RE.finditer(row["error"]):
+            for stream in streams:
+                if stream["name"] == found.group("stream") and stream["domain"] in (row["domain"], LOCAL):
+                    stream["health_error"] = row["error"]

@@ -315,3 +315,20 @@ def test_a_stream_read_again_by_recheck_keeps_its_current_sources_held_against_t
     # spoke-1's source lags by the server's word; spoke-2's, read again, still shows its origin
     assert rows["spoke-1"]["lag"] == 2
     assert (rows["spoke-2"]["origin_last_seq"], rows["spoke-2"]["origin_messages"]) == (10, 10), rows["spoke-2"]
+
+
+def test_unhealthy_servers_and_the_streams_their_errors_name():
+    import json as _json
+    from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import (
+        mark_frozen, unhealthy_servers)
+    error = ("JetStream stream 'APP > TELEMETRY' write error: write /srv/js/1.blk: read-only file system")
+    replies = [_json.dumps({"server": {"name": "edge-7", "domain": "spoke-7"},
+                            "data": {"status": "unavailable", "error": error}}).encode(),
+               _json.dumps({"server": {"name": "edge-8", "domain": "spoke-8"}, "data": {"status": "ok"}}).encode(),
+               b"not json"]
+    unhealthy = unhealthy_servers(replies)
+    assert unhealthy == [{"server": "edge-7", "domain": "spoke-7", "status": "unavailable", "error": error}]
+    streams = [{"name": "TELEMETRY", "domain": "spoke-7"}, {"name": "TELEMETRY", "domain": "spoke-8"},
+               {"name": "OTHER", "domain": "spoke-7"}]
+    mark_frozen(streams, unhealthy)
+    assert [s.get("health_error") for s in streams] == [error, None, None]
