@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._units import epoch_seconds
-from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import account_level_version
+from ansible_collections.nats_edge.fleet.plugins.module_utils._versions import SERVER_METADATA_PREFIX, account_level_version
 
 # the first release with $JS.API.CONSUMER.RESET (and that reconciles an R1 consumer as it starts)
 RESET_SINCE = (2, 14, 0)
@@ -99,8 +99,15 @@ def last_active_ns(info):
 
 
 def create_body(info):
-    """The create request of a consumer, from its info: its config as the server has it, for the same name."""
+    """The create request of a consumer, from its info: its config as the server has it, for the same name, without
+    the metadata the server writes itself (``_nats.`` keys, which it sets again)."""
     config = dict((k, v) for k, v in (info.get("config") or {}).items() if k not in _INFO_ONLY)
+    metadata = dict((k, v) for k, v in (config.get("metadata") or {}).items()
+                    if not k.startswith(SERVER_METADATA_PREFIX))
+    if "metadata" in config:
+        config["metadata"] = metadata
+        if not metadata:
+            del config["metadata"]
     return {"stream_name": info["stream_name"], "config": config}
 
 

@@ -76,6 +76,10 @@ def test_a_consumer_is_created_again_with_its_own_config_and_name():
     assert repair.create_subject(info) == "CONSUMER.DURABLE.CREATE.TELEMETRY.uploader"
     assert repair.create_body(info) == {"stream_name": "TELEMETRY", "config": {
         "durable_name": "uploader", "ack_policy": "explicit"}}
+    stamped = dict(info, config=dict(info["config"], metadata={"_nats.ver": "2.12.8", "_nats.level": "1", "team": "a"}))
+    assert repair.create_body(stamped)["config"]["metadata"] == {"team": "a"}  # the server writes its own again
+    only = dict(info, config=dict(info["config"], metadata={"_nats.ver": "2.12.8"}))
+    assert "metadata" not in repair.create_body(only)["config"]
     named = {"stream_name": "S", "name": "n", "config": {"name": "n"}}
     assert repair.create_subject(named) == "CONSUMER.CREATE.S.n"
 
