@@ -298,3 +298,29 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+# --------------------------------------------------------------------------
+# a store on a device of its own
+
+
+@pytest.fixture
+def flash(tmp_path):
+    """An ext4 file system on a loop device mounted with errors=remount-ro; yields (mount point, image, trigger)."""
+    if os.geteuid() != 0 or not os.path.exists("/dev/loop-control"):
+        pytest.skip("needs root and loop devices (make test runs as root on the project's machines)")
+    image, mount = tmp_path / "flash.img", tmp_path / "flash"
+    with open(image, "wb") as handle:
+        handle.truncate(64 * 1024 * 1024)
+    _root_run("mkfs.ext4", "-q", "-F", str(image))
+    mount.mkdir()
+    _root_run("mount", "-o", "loop,errors=remount-ro", str(image), str(mount))
+    try:
+        device = [line.split()[0] for line in open("/proc/mounts") if line.split()[1] == str(mount)][0]
+        yield mount, image, "/sys/fs/ext4/%s/trigger_fs_error" % os.path.basename(device)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
+
+
+def _root_run(*argv):
+    return subprocess.run(list(argv), capture_output=True, text=True, check=True, timeout=60).stdout

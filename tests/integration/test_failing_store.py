@@ -11,8 +11,6 @@ import json
 import os
 import subprocess
 
-import pytest
-
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import JetStream, NatsClient, NatsClientError
 
 from conftest import free_port, operator_mode_conf, run_module
@@ -26,24 +24,6 @@ def _version(text):
 
 def _run(*argv):
     return subprocess.run(list(argv), capture_output=True, text=True, check=True, timeout=60).stdout
-
-
-@pytest.fixture
-def flash(tmp_path):
-    """An ext4 file system on a loop device mounted with errors=remount-ro; yields (mount point, image, trigger)."""
-    if os.geteuid() != 0 or not os.path.exists("/dev/loop-control"):
-        pytest.skip("needs root and loop devices (make test runs as root on the project's machines)")
-    image, mount = tmp_path / "flash.img", tmp_path / "flash"
-    with open(image, "wb") as handle:
-        handle.truncate(64 * 1024 * 1024)
-    _run("mkfs.ext4", "-q", "-F", str(image))
-    mount.mkdir()
-    _run("mount", "-o", "loop,errors=remount-ro", str(image), str(mount))
-    try:
-        device = [line.split()[0] for line in open("/proc/mounts") if line.split()[1] == str(mount)][0]
-        yield mount, image, "/sys/fs/ext4/%s/trigger_fs_error" % os.path.basename(device)
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
 
 
 def test_a_store_that_turns_read_only_fails_the_health_gate_and_recovers(nats_binary, start_server, flash, tmp_path):
