@@ -695,6 +695,18 @@ class JetStream(object):
                                  error.get("description", "") + suffix)
         return reply
 
+    def every_page(self, name, key):
+        """Every item of a paged list request (``STREAM.NAMES`` with key ``streams``, ``CONSUMER.LIST.<stream>``
+        with ``consumers``), page after page as the API gives them."""
+        found, offset = [], 0
+        while True:
+            reply = self.call(name, {"offset": offset})
+            page = reply.get(key) or []
+            found += page
+            offset += len(page)
+            if not page or offset >= int(reply.get("total") or 0):
+                return found
+
     def lookup(self, name, missing=JS_STREAM_NOT_FOUND):
         """The reply of an INFO request (``STREAM.INFO.<stream>``), None when the API answers that what it
         names does not exist (``missing``: JS_STREAM_NOT_FOUND or JS_CONSUMER_NOT_FOUND); other errors raise."""

@@ -173,26 +173,12 @@ def matches(manifest, info, consumers):
 
 
 def stream_names(js):
-    """Every stream of the account in the domain, paged as the API pages them."""
-    names, offset = [], 0
-    while True:
-        reply = js.call("STREAM.NAMES", {"offset": offset})
-        page = reply.get("streams") or []
-        names += page
-        offset += len(page)
-        if not page or offset >= int(reply.get("total") or 0):
-            return sorted(names)
+    """Every stream of the account in the domain, sorted."""
+    return sorted(js.every_page("STREAM.NAMES", "streams"))
 
 
 def consumers_of(js, stream):
-    found, offset = [], 0
-    while True:
-        reply = js.call("CONSUMER.LIST.%s" % stream, {"offset": offset})
-        page = reply.get("consumers") or []
-        found += page
-        offset += len(page)
-        if not page or offset >= int(reply.get("total") or 0):
-            return found
+    return js.every_page("CONSUMER.LIST.%s" % stream, "consumers")
 
 
 def target_version(js, info=None):

@@ -126,23 +126,13 @@ class ConsumerRepair(object):
         self.js = js
         self.check_mode = check_mode
 
-    def consumers(self, stream):
-        found, offset = [], 0
-        while True:
-            page = self.js.call("CONSUMER.LIST.%s" % stream, {"offset": offset})
-            batch = page.get("consumers") or []
-            found.extend(batch)
-            offset += len(batch)
-            if not batch or offset >= page.get("total", 0):
-                return found
-
     def ahead(self, stream_infos, domain=None, account=None):
         """(row, consumer info) of every consumer ahead of its stream, of the streams that have consumers."""
         out = []
         for info in stream_infos:
             if not ((info.get("state") or {}).get("consumer_count")):
                 continue
-            for consumer in self.consumers(info["config"]["name"]):
+            for consumer in self.js.every_page("CONSUMER.LIST.%s" % info["config"]["name"], "consumers"):
                 row = ahead_row(info, consumer, domain, account)
                 if row:
                     out.append((row, consumer))

@@ -34,14 +34,7 @@ class DomainReader(object):
         self.infos = []
 
     def names(self):
-        names, offset = [], 0
-        while True:
-            page = self.js.call("STREAM.NAMES", {"offset": offset})
-            batch = page.get("streams") or []
-            names.extend(batch)
-            offset += len(batch)
-            if not batch or offset >= page.get("total", 0):
-                return names
+        return self.js.every_page("STREAM.NAMES", "streams")
 
     def info(self, name):
         try:

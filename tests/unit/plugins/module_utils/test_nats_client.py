@@ -52,6 +52,27 @@ def test_lookup_raises_any_other_error():
     assert caught.value.err_code == nc.JS_CONSUMER_NOT_FOUND
 
 
+class _Pages(object):
+    """A JetStream API that lists ``total`` names 256 to a page from the offset asked for."""
+
+    def __init__(self, total):
+        self.total, self.asked = total, []
+
+    def request_json(self, subject, body=None, timeout=None):
+        self.asked.append((subject, body["offset"]))
+        names = ["s%d" % n for n in range(body["offset"], min(body["offset"] + 256, self.total))]
+        return {"total": self.total, "offset": body["offset"], "limit": 256, "streams": names}
+
+
+@pytest.mark.parametrize("total, requests", [(0, 1), (5, 1), (256, 1), (600, 3)])
+def test_every_page_reads_a_paged_list_to_its_end(total, requests):
+    api = _Pages(total)
+    found = nc.JetStream(api, domain="hub").every_page("STREAM.NAMES", "streams")
+    assert found == ["s%d" % n for n in range(total)]
+    assert [offset for _subject, offset in api.asked] == [256 * n for n in range(requests)]
+    assert {subject for subject, _offset in api.asked} == {"$JS.hub.API.STREAM.NAMES"}
+
+
 # --------------------------------------------------------------------------
 # tls_handshake_first
 
