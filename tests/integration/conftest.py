@@ -194,15 +194,16 @@ def hub_and_leaf(nats_binary, start_server, tmp_path):
     leaf_port = free_port()
     hub = dict(port=free_port(), http=free_port())
     leaf = dict(port=free_port(), http=free_port())
-    hub_server = start_server(binary, _js_conf("hub", hub["port"], hub["http"], tmp_path / "hub-js", "hub",
-                                               leaf_listen=leaf_port), "hub", hub["http"])
+    hub_conf = _js_conf("hub", hub["port"], hub["http"], tmp_path / "hub-js", "hub", leaf_listen=leaf_port)
+    hub_server = start_server(binary, hub_conf, "hub", hub["http"])
     leaf_server = start_server(binary, _js_conf("leaf", leaf["port"], leaf["http"], tmp_path / "leaf-js", "leaf",
                                                 remote=leaf_port), "leaf", leaf["http"])
     leaf_server.wait(lambda: leaf_server.get("leafz")["leafnodes"] == 1)
     hub_server.wait(lambda: hub_server.get("healthz")["status"] == "ok")
     leaf_server.wait(lambda: leaf_server.get("healthz")["status"] == "ok")
     yield {"hub": "nats://127.0.0.1:%d" % hub["port"], "leaf": "nats://127.0.0.1:%d" % leaf["port"],
-           "version": version, "binary": binary, "hub_server": hub_server, "leaf_server": leaf_server}
+           "version": version, "binary": binary, "hub_server": hub_server, "leaf_server": leaf_server,
+           "hub_conf": hub_conf, "hub_http": hub["http"]}
 
 
 # --------------------------------------------------------------------------
