@@ -96,7 +96,7 @@ actions:
 
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError, fail_from
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_repair import (
-    ConsumerRepair, repair_way, row_text)
+    ConsumerRepair, last_active_ns, repair_way, row_text)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_reader import DomainReader
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     NatsClient, nats_module, require_nats_py)
@@ -129,17 +129,18 @@ def main():
             repair = ConsumerRepair(client, reader.js, module.check_mode)
             found = repair.ahead(infos, reader.label())
             account = reader.js.call("INFO") if found else None
-            for row, consumer in found:  # every one checked before the first is changed
+            ways = []
+            for row, consumer in found:  # every one decided before the first is changed
                 try:
-                    repair_way(consumer.get("config") or {}, account)
+                    ways.append(repair_way(consumer.get("config") or {}, account))
                 except NatsEdgeError as exc:
                     raise NatsEdgeError("%s: %s; nothing was changed" % (row_text(row), exc)) from exc
-            for row, consumer in found:
+            for (row, consumer), how in zip(found, ways):
                 try:
-                    repaired.append(repair.repair(row, consumer, account))
+                    repaired.append(repair.repair(row, consumer, how))
                 except NatsEdgeError as exc:
                     raise NatsEdgeError("%s: %s" % (row_text(row), exc)) from exc
-                if repaired[-1]["how"] == "recreate" and not repaired[-1].pop("by_time"):
+                if how == "recreate" and last_active_ns(consumer) is None:
                     module.warn("consumer %r of stream %r: the server tells no time of its last activity, so what "
                                 "the stream holds up to sequence %d counts as acknowledged before the stop; a message "
                                 "published since the restart among them is not delivered (run the repair before the "

@@ -54,11 +54,12 @@ class Entries(object):
         ttls = kv.checked_entry_ttls(name, options)
         puts, deletes = kv.plan_entries(name, options["entries"], current, options.get("exclusive"), ttls)
         changed = sorted(set(puts) | set(deletes))
-        before = dict(entries=dict((k, kv.shown((current.get(k) or (None,))[0])) for k in changed))
+        now = dict((k, current.get(k, (None, None))) for k in changed)  # (value, TTL), both None for a new key
+        before = dict(entries=dict((k, kv.shown(now[k][0])) for k in changed))
         after = dict(entries=dict((k, kv.shown(puts.get(k))) for k in changed))
-        timed = [k for k in changed if k in ttls or (current.get(k) or (None, None))[1] is not None]
+        timed = [k for k in changed if k in ttls or now[k][1] is not None]
         if timed:
-            before["entry_ttls"] = dict((k, (current.get(k) or (None, None))[1]) for k in timed)
+            before["entry_ttls"] = dict((k, now[k][1]) for k in timed)
             after["entry_ttls"] = dict((k, kv.ttl_seconds(ttls[k]) if k in ttls and k in puts else None)
                                        for k in timed)
         if not self.module.check_mode and (puts or deletes):

@@ -138,10 +138,10 @@ class ConsumerRepair(object):
                     out.append((row, consumer))
         return out
 
-    def repair(self, row, consumer, account_info):
-        """Put one consumer right; the row with ``how`` (reset or recreate) and ``acknowledged`` (messages the
-        repair acknowledged for it). In check mode the requests are noted (the JetStream's actions), not sent."""
-        how = repair_way(consumer.get("config") or {}, account_info)
+    def repair(self, row, consumer, how):
+        """Put one consumer right the way ``how`` (repair_way: reset or recreate) says; the row with ``how`` and
+        ``acknowledged`` (messages the repair acknowledged for it). In check mode the requests are noted (the
+        JetStream's actions), not sent."""
         out = dict(row, how=how, acknowledged=0)
         stream, name = row["stream"], row["consumer"]
         if how == "reset":
@@ -153,12 +153,10 @@ class ConsumerRepair(object):
             return out
         self.js.change("CONSUMER.DELETE.%s.%s" % (stream, name), None, self.check_mode)
         self.js.change(create_subject(consumer), create_body(consumer), self.check_mode)
-        # what the stream held before the stop: up to its last sequence and, where the server tells when the
-        # consumer was last active, stored by then (a message published since the restart is not)
-        before = last_active_ns(consumer)
-        out["by_time"] = before is not None
         if not self.check_mode:
+            # what the stream held before the stop: up to its last sequence and, where the server tells when the
+            # consumer was last active, stored by then (a message published since the restart is not)
             out["acknowledged"] = self.client.acknowledge_through(
                 self.js.prefix, stream, name, row["last_seq"],
-                (consumer["config"].get("ack_policy") or "explicit") == "all", before)
+                (consumer["config"].get("ack_policy") or "explicit") == "all", last_active_ns(consumer))
         return out
