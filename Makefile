@@ -55,7 +55,7 @@ help:
 	@echo "make demo      bring up the 9-host lab, converge hub and spokes and their streams, print reports"
 	@echo "make test      lint, unit, integration (newest and oldest ansible-core) and molecule tests (installs what it needs)"
 	@echo "make lint      ansible-lint, ansible-test sanity (newest and oldest ansible-core), Galaxy's importer, docs"
-	@echo "make unit | integration | integration-oldest | integration-alone | molecule | molecule-fleet | molecule-spark | molecule-rollout | molecule-restore | molecule-rotate | bench | sanity | sanity-oldest"
+	@echo "make unit | integration | integration-oldest | integration-alone | molecule | molecule-fleet | molecule-spark | molecule-rollout | molecule-restore | molecule-openrc | molecule-rotate | bench | sanity | sanity-oldest"
 	@echo "make build | docs | changelog | demo-down | clean"
 
 # --- toolchain -----------------------------------------------------------------
@@ -124,6 +124,7 @@ $(DEBIAN_NATS):
 lab-ready: venv
 	$(LAB) setup
 	$(LAB) image
+	$(LAB) image --init openrc
 
 # --- tests -----------------------------------------------------------------
 
@@ -190,7 +191,7 @@ integration-oldest: venv-oldest $(DEBIAN_NATS) prometheus-tools chromium
 # output is shown whole when the lane ends. MOLECULE_LANES=1 runs them one
 # after another, with live output.
 MOLECULE_LANE_fleet := hub-spoke rotate default restore
-MOLECULE_LANE_data := spark-ci archive rollout-ci pull-ci
+MOLECULE_LANE_data := spark-ci archive rollout-ci pull-ci openrc
 molecule: lab-ready $(DEBIAN_NATS)
 	@if [ "$${MOLECULE_LANES:-2}" = 1 ]; then \
 	  for s in $(MOLECULE_LANE_fleet) $(MOLECULE_LANE_data); do molecule test -s $$s || exit 1; done; \
@@ -230,6 +231,12 @@ molecule-rollout: lab-ready
 .PHONY: molecule-restore
 molecule-restore: lab-ready
 	molecule test -s restore
+
+# An edge host that boots OpenRC (openrc-init, supervise-daemon) leaf to a systemd hub: reload, drained restart,
+# refusals and a reboot (part of make molecule, in the data lane; about 1.5 minutes)
+.PHONY: molecule-openrc
+molecule-openrc: lab-ready
+	molecule test -s openrc
 
 # Edges that pull: a hub and ten sites converging themselves from a project served
 # in the lab, a rollout in two waves by data alone (pull-ci, part of `make

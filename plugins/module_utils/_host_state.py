@@ -123,6 +123,36 @@ def parse_unit_properties(text):
     return out
 
 
+# `rc-service NAME status` exit codes (openrc-run.sh, supervise-daemon.sh) as the unit states systemd reports
+OPENRC_STATES = {0: ("active", "running"), 3: ("inactive", "dead"), 4: ("deactivating", "stop"),
+                 8: ("activating", "start"), 16: ("inactive", "inactive"), 32: ("failed", "crashed"),
+                 64: ("failed", "unsupervised")}
+SERVICE_MANAGERS = ("systemd", "openrc")
+
+
+def openrc_unit_state(script_exists, status_rc, enabled, child_pid):
+    """An OpenRC service in the shape of ``systemctl show``'s properties (UNIT_PROPERTIES), so that the role reads
+    one shape under either init: the script in /etc/init.d is the unit, the default runlevel its enablement, the
+    child supervise-daemon runs its main process."""
+    if not script_exists:
+        return {"LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead", "UnitFileState": "",
+                "MainPID": "0", "NeedDaemonReload": "no"}
+    active, sub = OPENRC_STATES.get(status_rc, ("failed", "unknown"))
+    pid = child_pid.strip() if active == "active" and child_pid.strip().isdigit() else "0"
+    return {"LoadState": "loaded", "ActiveState": active, "SubState": sub,
+            "UnitFileState": "enabled" if enabled else "disabled", "MainPID": pid, "NeedDaemonReload": "no"}
+
+
+def service_manager(asked, systemd_booted, has_openrc):
+    """The init that runs services on the host: the one asked for, else systemd when it booted the host, OpenRC
+    when its tools are there, systemd otherwise."""
+    if asked in SERVICE_MANAGERS:
+        return asked
+    if systemd_booted:
+        return "systemd"
+    return "openrc" if has_openrc else "systemd"
+
+
 def parse_package_version(manager, rc, stdout):
     """(installed, version) from ``dpkg-query -W -f '${db:Status-Status} ${Version}'`` or ``rpm -q --qf``."""
     text = stdout.strip()
@@ -324,6 +354,28 @@ class HostReader(object):
             return {}
         rc, out, _err = self.run([systemctl, "show", unit_name(unit), "--property=" + ",".join(UNIT_PROPERTIES)])
         return parse_unit_properties(out) if rc == 0 else {}
+
+    def init_service(self, name, manager="auto"):
+        """The service ``name`` under the host's init (``manager``: systemd, openrc, or auto to detect it), as
+        systemd's unit properties, with ``Manager`` and ``Available`` (the init's tools are on the host)."""
+        rc_service = self.module.get_bin_path("rc-service")
+        manager = service_manager(manager, os.path.isdir("/run/systemd/system"), bool(rc_service))
+        if manager == "systemd":
+            found = self.service(name + ".service")
+            return dict(found, Manager=manager, Available=bool(self.module.get_bin_path("systemctl")))
+        if not rc_service:
+            return {"Manager": manager, "Available": False}
+        script = os.path.join("/etc/init.d", name)
+        if not os.path.isfile(script):
+            return dict(openrc_unit_state(False, 3, False, ""), Manager=manager, Available=True)
+        rc, _out, _err = self.run([rc_service, name, "status"])
+        try:
+            with open(os.path.join("/run/openrc/options", name, "child_pid")) as f:
+                child_pid = f.read()
+        except (IOError, OSError):
+            child_pid = ""
+        enabled = os.path.lexists(os.path.join("/etc/runlevels/default", name))
+        return dict(openrc_unit_state(True, rc, enabled, child_pid), Manager=manager, Available=True)
 
     @staticmethod
     def json_url(url, timeout, ca_path=None, error_body=False):

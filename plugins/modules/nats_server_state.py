@@ -14,16 +14,17 @@ description:
     to know about a host before it changes anything; the role then skips every task whose
     target is already as wanted.
   - The installed binary (C(nats-server --version) and its modification time), the package
-    that provides it (dpkg or rpm), the service account, the systemd unit's state, the
+    that provides it (dpkg or rpm), the service account, the service's state (systemd or OpenRC), the
     owner, group, mode, modification time and SHA-1 checksum of files and directories, and
     the running server's C(/varz) from its monitoring port.
   - Reads only; nothing on the host changes. A part that cannot be read (no such file, no
     package manager, a server that does not answer) is reported as absent, not as a failure; so is a
     binary that cannot be run (a directory, a file without execute permission, not a program), with
     the reason in RV(binary).
-  - Every command it runs (C(<binary> --version), C(dpkg-query) or C(rpm), C(systemctl show)) is bounded
-    by O(timeout); see there for what a command that does not finish in time gives. A C(dpkg-query), C(rpm)
-    or C(systemctl) that is found but cannot be started fails the task, naming the command and why.
+  - Every command it runs (C(<binary> --version), C(dpkg-query) or C(rpm), C(systemctl show) or C(rc-service
+    status)) is bounded by O(timeout); see there for what a command that does not finish in time gives. A
+    C(dpkg-query), C(rpm), C(systemctl) or C(rc-service) that is found but cannot be started fails the task,
+    naming the command and why.
   - With O(gather_subset), the same call also gathers the host's facts, as C(ansible.builtin.setup)
     does with that subset, so a play that needs both pays one round trip instead of two.
 author:
@@ -45,8 +46,15 @@ options:
     description: Name of the server's group.
     type: str
   service:
-    description: Name of the systemd unit, without C(.service).
+    description: Name of the service (the systemd unit without C(.service), or the OpenRC script in C(/etc/init.d)).
     type: str
+  service_manager:
+    description:
+      - The init that runs O(service). V(auto) reads the host (systemd when it booted the host, OpenRC when
+        C(rc-service) is there).
+    type: str
+    choices: [auto, systemd, openrc]
+    default: auto
   paths:
     description:
       - Files and directories to describe in RV(files). Regular files get a SHA-1 checksum.
@@ -204,10 +212,16 @@ group:
 service:
   description:
     - The unit's C(LoadState), C(ActiveState), C(SubState), C(UnitFileState), C(MainPID) and C(NeedDaemonReload)
-      as C(systemctl show) reports them; empty when systemctl is not there.
+      as C(systemctl show) reports them, with C(Manager) (V(systemd) or V(openrc)) and C(Available) (the init's
+      tools are on the host; without them nothing else is given).
+    - Under OpenRC the same keys are read from C(rc-service <name> status) (V(active), V(inactive), V(failed) for a
+      crashed service, V(activating), V(deactivating)), the script in C(/etc/init.d) (C(LoadState) V(loaded) or
+      V(not-found)), the default runlevel (C(UnitFileState) V(enabled) or V(disabled)) and the child
+      C(supervise-daemon) runs (C(MainPID)).
   returned: when O(service) is given
   type: dict
-  sample: {"LoadState": "loaded", "ActiveState": "active", "SubState": "running", "UnitFileState": "enabled"}
+  sample: {"LoadState": "loaded", "ActiveState": "active", "SubState": "running", "UnitFileState": "enabled",
+           "MainPID": "812", "Manager": "systemd", "Available": true}
 files:
   description:
     - Each path of O(paths) with C(exists), and for an existing one C(type) (V(file), V(directory), V(link) or
@@ -283,6 +297,7 @@ ARGUMENT_SPEC = dict(
     user=dict(type="str"),
     group=dict(type="str"),
     service=dict(type="str"),
+    service_manager=dict(type="str", choices=["auto", "systemd", "openrc"], default="auto"),
     paths=dict(type="list", elements="path", default=[]),
     listings=dict(type="list", elements="path", default=[]),
     monitor_url=dict(type="str"),
@@ -349,7 +364,7 @@ def read(module, params):
     if params["group"]:
         result["group"] = read_group(params["group"])
     if params["service"]:
-        result["service"] = host.service(params["service"] + ".service")
+        result["service"] = host.init_service(params["service"], params["service_manager"])
     if params["monitor_url"]:
         result["varz"], result["varz_error"] = host.json_url(
             params["monitor_url"].rstrip("/") + "/varz", params["timeout"], ca_path=params["monitor_ca"])

@@ -50,6 +50,31 @@ def test_unit_properties():
                                                  "UnitFileState": "enabled", "MainPID": "612"}
 
 
+@pytest.mark.parametrize("rc, active, sub", [
+    (0, "active", "running"), (3, "inactive", "dead"), (32, "failed", "crashed"), (8, "activating", "start"),
+    (99, "failed", "unknown")])
+def test_openrc_status_as_unit_states(rc, active, sub):
+    found = state.openrc_unit_state(True, rc, True, "812\n")
+    assert (found["LoadState"], found["ActiveState"], found["SubState"]) == ("loaded", active, sub)
+    assert found["MainPID"] == ("812" if active == "active" else "0")
+    assert found["UnitFileState"] == "enabled"
+    assert set(found) == set(state.UNIT_PROPERTIES)
+
+
+def test_openrc_without_script_or_runlevel():
+    assert state.openrc_unit_state(False, 0, True, "812")["LoadState"] == "not-found"
+    assert state.openrc_unit_state(False, 0, True, "812")["MainPID"] == "0"
+    assert state.openrc_unit_state(True, 0, False, "")["UnitFileState"] == "disabled"
+    assert state.openrc_unit_state(True, 0, False, "")["MainPID"] == "0"
+
+
+@pytest.mark.parametrize("asked, systemd_booted, has_openrc, expected", [
+    ("auto", True, True, "systemd"), ("auto", False, True, "openrc"), ("auto", False, False, "systemd"),
+    ("openrc", True, False, "openrc"), ("systemd", False, True, "systemd")])
+def test_service_manager(asked, systemd_booted, has_openrc, expected):
+    assert state.service_manager(asked, systemd_booted, has_openrc) == expected
+
+
 FILES = {
     "/etc/nats-server": {"exists": True, "type": "directory", "owner": "root", "group": "nats", "mode": "0750"},
     "/etc/nats-server/nats-server.conf": {"exists": True, "type": "file", "owner": "root", "group": "nats",
