@@ -11,6 +11,8 @@ retrying the same id until the stream acknowledges it, until DIR/stop exists.
 Every acknowledged id goes to DIR/<name>.acked (id, first attempt, ack time,
 attempts) as it arrives.
 
+While DIR/pause exists, no message is published (one being retried waits too).
+
 ``check`` reads every message back from each stream and compares by id: an
 acknowledged id missing from the stream is lost, an id stored twice is
 duplicated. For each node a rollout report lists, it gives the longest gap
@@ -71,7 +73,7 @@ async def publish(publisher, directory, interval):
     nc = await connect(publisher["urls"])
     js = nc.jetstream()
     await ensure_stream(js, name, publisher["replicas"])
-    stop = os.path.join(directory, "stop")
+    stop, pause = os.path.join(directory, "stop"), os.path.join(directory, "pause")
     seq = 0
     with open(os.path.join(directory, name + ".acked"), "a", buffering=1, encoding="utf-8") as out:
         while not os.path.exists(stop):
@@ -79,6 +81,8 @@ async def publish(publisher, directory, interval):
             msgid = "%s-%d" % (name, seq)
             first, attempts = time.time(), 0
             while True:
+                while os.path.exists(pause):
+                    await asyncio.sleep(0.1)
                 attempts += 1
                 try:
                     await js.publish("load.%s" % name, msgid.encode(), timeout=1.0, headers={"Nats-Msg-Id": msgid})

@@ -43,3 +43,13 @@ def test_labels_and_inventory_name_openrc_hosts_only():
 def test_openrc_packages_bring_no_systemd():
     assert not {"systemd", "systemd-sysv", "dbus"} & set(fl.OPENRC_PACKAGES)
     assert "openrc" in fl.OPENRC_PACKAGES
+
+
+def test_parse_volume():
+    assert fl.parse_volume("edge1=/srv/flash:/var/lib/nats-server", {"edge1": []}) == (
+        "edge1", "/srv/flash:/var/lib/nats-server")
+    for spec in ("edge1=/srv/flash", "other=/a:/b", "edge1=srv:/b", "edge1=/a:b"):
+        with pytest.raises(fl.LabError, match="HOST=/MACHINE/PATH:/HOST/PATH"):
+            fl.parse_volume(spec, {"edge1": []})
+    assert fl.container_labels("l", "h", [], [], volumes=["/a:/b"])[f"{fl.LABEL}.volumes"] == "/a:/b"
+    assert f"{fl.LABEL}.volumes" not in fl.container_labels("l", "h", [], [])
