@@ -87,6 +87,8 @@ options:
         busy origin, still in flight, do not hold it back.
       - An origin that cannot be read (an API import that does not cover C(STREAM.INFO)) leaves the
         status as the server gives it, with RV(replication[].origin_error).
+      - A copy that has copied past its origin's last sequence (RV(replication[].ahead)), whatever its status, gets
+        status V(error), as it will skip the origin's next messages.
     type: bool
     default: false
   consumers:
@@ -299,6 +301,14 @@ replication:
         - With O(compare_origins), the messages of the origin the copy still misses (for a filtered
           copy, at least this many); null when the states cannot tell or without the option.
       type: int
+    ahead:
+      description:
+        - With O(compare_origins), how far the copy has copied past its origin's last sequence (it reports the origin
+          sequence it copied last on nats-server 2.10 and newer). An origin that came back shorter, as a power cut
+          leaves it, gives its new messages the lost ones' sequences, and the copy skips that many of them without an
+          error of its own; such a copy gets status V(error), RV(replication[].error) saying so, and a warning.
+          0 when not ahead; null without the option or when the server does not tell.
+      type: int
     origin_error:
       description: Why the origin could not be read, with O(compare_origins); else null.
       type: str
@@ -465,6 +475,11 @@ def main():
         module.fail_json(msg="cannot read streams%s: %s" % (" as account %s" % reading if reading else "", exc))
 
     result = merged_result(reports)
+    for row in result["replication"]:
+        if row.get("ahead"):
+            module.warn("%s %r of stream %r in domain %s: %s (the origin came back shorter, as after a power cut; "
+                        "see the guide for edge devices in the field)" % (
+                            row["kind"], row["source"], row["stream"], row["domain"] or "(none)", row["error"]))
     result["unhealthy"] = []
     if params["system_creds"]:
         try:

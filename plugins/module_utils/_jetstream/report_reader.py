@@ -11,7 +11,7 @@ from __future__ import annotations
 from ansible_collections.nats_edge.fleet.plugins.module_utils._errors import NatsEdgeError
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.consumer_repair import ConsumerRepair, row_text
 from ansible_collections.nats_edge.fleet.plugins.module_utils._jetstream.report_tables import (
-    LOCAL, STATUS_OK, apply_origin, domain_of, entry_filters, mark_stalled, replication_entries, replication_rows,
+    LOCAL, STATUS_OK, apply_ahead, apply_origin, domain_of, entry_filters, mark_stalled, replication_entries, replication_rows,
     row_key, stream_row)
 from ansible_collections.nats_edge.fleet.plugins.module_utils._nats_client import (
     JetStream, JetStreamError, NatsClientError)
@@ -135,12 +135,16 @@ class Report(object):
         """Apply the origins' states to ``rows`` (in the order of the entries); True when one is behind."""
         state = info.get("state") or {}
         for row, (_kind, entry, config) in zip(rows, replication_entries(info)):
-            if row["status"] != STATUS_OK:
+            # a copy the server does not call current is still checked for being ahead of its origin
+            if row["status"] != STATUS_OK and row.get("seq") is None:
                 continue
             filters = entry_filters(config) or entry_filters(entry)
             origin, matching, error = self._origin(row["external_api"] or reader.js.prefix, row["source"], filters)
             if error:
                 row["origin_error"] = error
+                continue
+            if row["status"] != STATUS_OK:
+                apply_ahead(row, origin)
                 continue
             apply_origin(row, state, origin, origin_has_matching=matching,
                          starts_late=bool(config.get("opt_start_seq") or config.get("opt_start_time")))

@@ -90,6 +90,7 @@ def replication_rows(info, domain, inactive_after):
             origin_last_seq=None,
             origin_messages=None,
             behind=None,
+            ahead=None,
             origin_error=None,
         )
         row["status"] = status_of(row, active, inactive_after)
@@ -194,6 +195,22 @@ def apply_origin(row, copy_state, origin_state, **how):
     row["behind"] = origin_gap(row, copy_state, origin_state, **how)
     if row["behind"] and row["status"] == STATUS_OK:
         row["status"] = STATUS_LAGGING
+    return apply_ahead(row, origin_state)
+
+
+def apply_ahead(row, origin_state):
+    """A copy that has seen origin sequences past the origin's last (``seq``, where the server reports it): the
+    origin came back shorter, as a power cut leaves it, and its new messages take the lost ones' sequences, which
+    the copy resumes after. It skips that many of them, without an error of its own: status error, saying so."""
+    origin_last = (origin_state or {}).get("last_seq", 0)
+    row["origin_last_seq"] = origin_last
+    seq = row.get("seq")
+    row["ahead"] = seq - origin_last if origin_state is not None and seq is not None and seq > origin_last else 0
+    if row["ahead"]:
+        row["status"] = STATUS_ERROR
+        row["error"] = row.get("error") or (
+            "ahead of its origin: copied up to sequence %d, the origin's last is %d; the origin's next %d "
+            "messages will not be copied" % (seq, origin_last, row["ahead"]))
     return row
 
 

@@ -72,7 +72,7 @@ def test_mirror_across_domains():
         "stream": "recv-cnc", "domain": "leaf", "kind": "mirror", "source": "cnc", "source_domain": "hub",
         "external_api": "$JS.hub.API", "deliver_prefix": None, "filter": None, "lag": 0, "active": 0.554,
         "seq": None, "error": None, "error_code": None, "origin_last_seq": None, "origin_messages": None,
-        "behind": None, "origin_error": None, "status": "ok"}]
+        "behind": None, "ahead": None, "origin_error": None, "status": "ok"}]
 
 
 def _row(kind="mirror", flt=None, status="ok"):
@@ -110,6 +110,21 @@ def test_the_origin_does_not_hide_a_worse_status():
     row = ji.apply_origin(_row(status="inactive"), {"last_seq": 0}, {"messages": 1, "last_seq": 1})
     assert (row["behind"], row["status"]) == (1, "inactive")
     assert ji.apply_origin(_row(), {"last_seq": 1}, {"messages": 1, "last_seq": 1})["status"] == "ok"
+
+
+def test_a_copy_past_its_origins_last_sequence_is_an_error_naming_what_it_will_skip():
+    # the origin came back shorter (a power cut): the copy had copied up to 2475, the origin's last is now 1595
+    row = ji.apply_origin(dict(_row("source"), seq=2475), {"last_seq": 2475}, {"messages": 1595, "last_seq": 1595})
+    assert (row["ahead"], row["status"]) == (880, "error")
+    assert "copied up to sequence 2475, the origin's last is 1595; the origin's next 880 messages" in row["error"]
+    # whatever the server says of the copy (inactive: its origin was away)
+    row = ji.apply_ahead(dict(_row("source", status="inactive"), seq=2475), {"messages": 1595, "last_seq": 1595})
+    assert (row["ahead"], row["status"]) == (880, "error")
+    # level, behind, or a server that does not report the sequence: not ahead
+    for seq in (1595, 1000, None):
+        row = ji.apply_origin(dict(_row("source"), seq=seq), {"last_seq": 10}, {"messages": 1595, "last_seq": 1595})
+        assert row["ahead"] == 0 and row["status"] != "error", row
+    assert ji.apply_ahead(dict(_row("source"), seq=5), None)["ahead"] == 0
 
 
 def test_replication_entries_pair_state_and_config_in_row_order():
